@@ -1,0 +1,23 @@
+# Two commands: `make serve` (set up, train champions from the data at hand, serve) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@# torch must be the CPU build: no CUDA wheel may ever land here
+	@if $(BIN)/pip freeze | grep -i '^nvidia-' | grep -iv '^nvidia-ml-py'; then echo "CUDA wheels were installed" >&2; exit 1; fi
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/preflight serve
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .preflight

@@ -1,0 +1,40 @@
+"""Loaders, one module per public source or own profiler: ``path -> Loaded``.
+
+Adding a source means adding a module with a ``load(path) -> Loaded`` function and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from preflight.data.errors import DataError
+from preflight.data.sources import deepbench, gpperf, local_gemm, uci_sgemm
+from preflight.data.tables import Loaded
+
+#: source name -> (loader, file name under PREFLIGHT_DATASETS or None for files shipped with preflight)
+LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | None]] = {
+    "gpperf": (gpperf.load, "gemm/gpperf_cutlass_rtx4070.csv"),
+    "deepbench": (deepbench.load, "gemm/deepbench_gemm.csv"),
+    "uci-sgemm": (uci_sgemm.load, "gemm/uci_sgemm_gtx680.csv"),
+    "local-gemm": (local_gemm.load, None),
+}
+
+
+def load(source: str, path: Path) -> Loaded:
+    """Load one source from a file in its published layout."""
+    if source not in LOADERS:
+        raise DataError(f"unknown source {source!r}; known sources: {', '.join(LOADERS)}")
+    return LOADERS[source][0](Path(path))
+
+
+def default_path(source: str, datasets: Path | None) -> Path | None:
+    """Where a source's file lives by default: shipped with preflight, or under PREFLIGHT_DATASETS."""
+    if source not in LOADERS:
+        raise DataError(f"unknown source {source!r}; known sources: {', '.join(LOADERS)}")
+    relative = LOADERS[source][1]
+    if relative is None:
+        return local_gemm.SHIPPED
+    if datasets is None or not (Path(datasets) / relative).is_file():
+        return None
+    return Path(datasets) / relative

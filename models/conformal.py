@@ -1,0 +1,56 @@
+"""Split-conformal intervals with a relative score, for positive targets.
+
+The score of a calibration point is ``|log y - log ŷ|``; an interval at coverage ``c`` is
+``ŷ · exp(±q)`` with ``q`` the ``⌈(n+1)c⌉``-th smallest score. Scores are kept sorted, so any
+coverage can be asked for at prediction time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class NotConformalized(RuntimeError):
+    """`interval` was called before `conformalize`."""
+
+
+class RelativeConformal:
+    """Staged like MAPIE's SplitConformalRegressor: conformalize, then ask for intervals."""
+
+    def __init__(self) -> None:
+        self.scores_: np.ndarray | None = None
+
+    @staticmethod
+    def score(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+        y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
+        if np.any(y_true <= 0) or np.any(y_pred <= 0):
+            raise ValueError("the relative score needs y_true > 0 and y_pred > 0")
+        return np.abs(np.log(y_true) - np.log(y_pred))
+
+    def conformalize(self, y_true: np.ndarray, y_pred: np.ndarray) -> "RelativeConformal":
+        self.scores_ = np.sort(self.score(y_true, y_pred))
+        return self
+
+    @classmethod
+    def from_scores(cls, scores) -> "RelativeConformal":
+        """A calibrator from conformity scores computed elsewhere (saved state, few-shot residuals)."""
+        calibrator = cls()
+        calibrator.scores_ = np.sort(np.asarray(scores, dtype=float))
+        return calibrator
+
+    def quantile(self, coverage: float) -> float:
+        """The score quantile for a coverage; infinite when there are too few scores for it."""
+        if self.scores_ is None:
+            raise NotConformalized("call conformalize(y_cal, y_pred_cal) before asking for intervals")
+        if not 0 < coverage < 1:
+            raise ValueError(f"coverage must lie in (0, 1), got {coverage}")
+        n = len(self.scores_)
+        rank = math.ceil((n + 1) * coverage)
+        return math.inf if rank > n else float(self.scores_[rank - 1])
+
+    def interval(self, y_pred: np.ndarray, coverage: float) -> tuple[np.ndarray, np.ndarray]:
+        q = self.quantile(coverage)
+        y_pred = np.asarray(y_pred, float)
+        return y_pred * math.exp(-q) if math.isfinite(q) else np.zeros_like(y_pred), y_pred * math.exp(q)

@@ -1,0 +1,138 @@
+"""Honest evaluation: grouped cross-validation, explicit train/test files, and few-shot devices.
+
+Every result carries the ``roofline`` baseline, evaluated on the same folds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
+from preflight.data.catalogue import Catalogue
+from preflight.features import Features
+from preflight.models import metrics
+from preflight.models.predictor import Estimates, Predictor
+from preflight.models.task import Task
+
+#: Splits with at most this many groups leave one group out at a time.
+LEAVE_ONE_OUT_MAX_GROUPS = 20
+BASELINE = "roofline"
+
+
+@dataclass
+class Outcome:
+    """Out-of-sample estimates for a set of rows, for a model and the baseline."""
+
+    y: pd.DataFrame
+    model: Estimates
+    baseline: Estimates
+    groups: pd.Series
+    test_index: np.ndarray  # positions of the evaluated rows in the input table
+    n_train: int  # training rows per fit (the mean over folds)
+
+
+def _fit(task: Task, family: str, features: Features, Y: pd.DataFrame, group: str, seed: int) -> Predictor:
+    return Predictor(task.name, family, seed=seed).fit(features, Y, task.group_values(features.meta, group))
+
+
+def target_frame(task: Task, rows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({t: pd.to_numeric(rows[t], errors="coerce") if t in rows else np.nan for t in task.targets})
+
+
+def _concat(parts: list[Estimates]) -> Estimates:
+    def stack(attr: str) -> pd.DataFrame:
+        return pd.concat([getattr(p, attr) for p in parts], ignore_index=True)
+    return Estimates(stack("value"), stack("low"), stack("high"), [r for p in parts for r in p.reasons])
+
+
+def _splits(groups: pd.Series, seed: int, train_size: int | None):
+    if train_size is not None:
+        rng = np.random.default_rng(seed)
+        unique = groups.unique()
+        if train_size >= len(unique):
+            raise ValueError(f"--train-size {train_size} leaves no test groups (there are {len(unique)})")
+        chosen = set(rng.choice(unique, size=train_size, replace=False))
+        mask = groups.isin(chosen).to_numpy()
+        return [(np.flatnonzero(mask), np.flatnonzero(~mask))]
+    if groups.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS:
+        return list(LeaveOneGroupOut().split(groups, groups=groups))
+    return list(GroupKFold(n_splits=5, shuffle=True, random_state=seed).split(groups, groups=groups))
+
+
+def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family: str, group: str,
+                   seed: int = 0, train_size: int | None = None, coverage: float = 0.9) -> Outcome:
+    """Out-of-fold estimates where each fold holds out whole groups."""
+    features, Y = task.featurize(rows, catalogue), target_frame(task, rows)
+    groups = task.group_values(features.meta, group)
+    model_parts, baseline_parts, order = [], [], []
+    splits = _splits(groups, seed, train_size)
+    for train, test in splits:
+        for name, parts in ((family, model_parts), (BASELINE, baseline_parts)):
+            predictor = _fit(task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed)
+            parts.append(predictor.predict(features.take(test), coverage))
+        order.append(test)
+    order = np.concatenate(order)
+    return Outcome(Y.iloc[order].reset_index(drop=True), _concat(model_parts), _concat(baseline_parts),
+                   groups.iloc[order].reset_index(drop=True), order, int(np.mean([len(tr) for tr, _ in splits])))
+
+
+def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, catalogue: Catalogue, family: str,
+               group: str, seed: int = 0, shots: int = 0, coverage: float = 0.9) -> Outcome:
+    """Fit on one file, test on another; with ``shots``, K rows per test device are given as measurements."""
+    train_f, train_y = task.featurize(train_rows, catalogue), target_frame(task, train_rows)
+    test_f, test_y = task.featurize(test_rows, catalogue), target_frame(task, test_rows)
+    shot_rows = _shot_rows(test_f.meta["device_id"], shots, seed)
+    keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
+    estimates = []
+    for name in (family, BASELINE):
+        predictor = _fit(task, name, train_f, train_y, group, seed)
+        if shots:
+            predictor.adapt(test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True))
+        estimates.append(predictor.predict(test_f.take(keep), coverage))
+    return Outcome(test_y.iloc[keep].reset_index(drop=True), *estimates,
+                   test_f.meta["device_id"].iloc[keep].reset_index(drop=True), keep, len(train_rows))
+
+
+def _shot_rows(devices: pd.Series, shots: int, seed: int) -> np.ndarray:
+    if shots <= 0:
+        return np.array([], dtype=int)
+    rng = np.random.default_rng(seed)
+    chosen = [rng.choice(rows, size=min(shots, len(rows) - 1), replace=False)
+              for rows in devices.groupby(devices).indices.values()]
+    return np.sort(np.concatenate(chosen)).astype(int)
+
+
+def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = False) -> dict:
+    """Metrics per target; with ``by_group``, keyed by group (device) with a ``mean`` entry."""
+    out = {}
+    for target in estimates.value.columns:
+        ok = (outcome.y[target].notna() & (outcome.y[target] > 0) & estimates.value[target].notna()).to_numpy()
+        if not ok.any():
+            continue
+        if not by_group:
+            out[target] = _metrics_on(outcome, estimates, target, ok)
+            continue
+        per_group = {str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy())
+                     for g in outcome.groups[ok].unique()}
+        keys = set.intersection(*(set(m) for m in per_group.values()))
+        per_group["mean"] = {k: float(np.mean([m[k] for m in per_group.values()])) for k in sorted(keys)}
+        out[target] = per_group
+    return out
+
+
+def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray) -> dict:
+    return metrics.regression(outcome.y[target][rows], estimates.value[target][rows],
+                              estimates.low[target][rows], estimates.high[target][rows])
+
+
+def report(task: Task, family: str, source: str, split: str, outcome: Outcome, by_group: bool = False) -> dict:
+    """The ``evaluate --json`` object."""
+    return {
+        "task": task.name, "family": family, "source": source, "split": split,
+        "n_train": outcome.n_train, "n_test": len(outcome.y),
+        "metrics": target_metrics(outcome, outcome.model, by_group),
+        "baseline": {"name": BASELINE, "metrics": target_metrics(outcome, outcome.baseline, by_group)},
+    }

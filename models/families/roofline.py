@@ -1,0 +1,50 @@
+"""The roofline baseline: the reference scale times one efficiency per target, fitted on training data.
+
+For GEMM runtime this is the device's roofline bound divided by the median achieved efficiency; it
+stands beside every model result in ``evaluate`` and is a family of its own so it can be served.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from preflight.models.families import targets
+
+
+class RooflineFamily:
+    name = "roofline"
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self.seed = seed
+
+    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame) -> "RooflineFamily":
+        self.log_efficiency_: dict[str, float] = {}
+        self.transforms_: dict[str, str] = {}
+        for target in Y.columns:
+            rows = targets.present(Y[target])
+            if not rows.any():
+                continue
+            transform = targets.choose("log_ratio", reference[target][rows])
+            self.transforms_[target] = transform
+            self.log_efficiency_[target] = float(np.median(targets.encode(Y[target][rows], reference[target][rows], transform)))
+        return self
+
+    def predict(self, X: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+        out = {t: targets.decode(np.full(len(X), c), reference[t], self.transforms_[t]) for t, c in self.log_efficiency_.items()}
+        return pd.DataFrame(out, index=X.index)
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {"seed": self.seed, "log_efficiency": self.log_efficiency_, "transforms": self.transforms_}
+        (directory / "roofline.json").write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path) -> "RooflineFamily":
+        state = json.loads((directory / "roofline.json").read_text())
+        family = cls(seed=state["seed"])
+        family.log_efficiency_, family.transforms_ = state["log_efficiency"], state["transforms"]
+        return family

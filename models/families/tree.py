@@ -1,0 +1,70 @@
+"""Gradient-boosted trees (LightGBM), one booster per target, in a log / log-ratio target space."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+
+from preflight.models.families import targets
+
+
+class TreeFamily:
+    name = "tree"
+
+    def __init__(self, *, num_leaves: int = 31, learning_rate: float = 0.05, n_estimators: int = 500,
+                 min_child_samples: int = 10, feature_fraction: float = 0.9, target_transform: str = "log_ratio",
+                 seed: int = 0) -> None:
+        self.num_leaves, self.learning_rate, self.n_estimators = num_leaves, learning_rate, n_estimators
+        self.min_child_samples, self.feature_fraction = min_child_samples, feature_fraction
+        self.target_transform, self.seed = target_transform, seed
+
+    def get_params(self) -> dict:
+        return {k: getattr(self, k) for k in ("num_leaves", "learning_rate", "n_estimators", "min_child_samples",
+                                              "feature_fraction", "target_transform", "seed")}
+
+    def _lgb_params(self, n_rows: int) -> dict:
+        return {"objective": "regression", "num_leaves": self.num_leaves, "learning_rate": self.learning_rate,
+                "min_data_in_leaf": min(self.min_child_samples, max(1, n_rows // 10)),
+                "feature_fraction": self.feature_fraction, "seed": self.seed, "deterministic": True,
+                "num_threads": 2, "verbosity": -1, "force_col_wise": True}
+
+    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame) -> "TreeFamily":
+        self.columns_ = list(X.columns)
+        self.boosters_: dict[str, lgb.Booster] = {}
+        self.transforms_: dict[str, str] = {}
+        for target in Y.columns:
+            rows = targets.present(Y[target])
+            if rows.sum() < 2:
+                continue
+            transform = targets.choose(self.target_transform, reference[target][rows])
+            z = targets.encode(Y[target][rows], reference[target][rows], transform)
+            data = lgb.Dataset(X[rows], z, free_raw_data=True)
+            self.boosters_[target] = lgb.train(self._lgb_params(int(rows.sum())), data, self.n_estimators)
+            self.transforms_[target] = transform
+        return self
+
+    def predict(self, X: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+        out = {}
+        for target, booster in self.boosters_.items():
+            z = booster.predict(X[self.columns_], num_threads=1)
+            out[target] = targets.decode(z, reference[target], self.transforms_[target])
+        return pd.DataFrame(out, index=X.index)
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for target, booster in self.boosters_.items():
+            booster.save_model(directory / f"{target}.lgb")
+        state = {"params": self.get_params(), "columns": self.columns_, "transforms": self.transforms_}
+        (directory / "tree.json").write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path) -> "TreeFamily":
+        state = json.loads((directory / "tree.json").read_text())
+        family = cls(**state["params"])
+        family.columns_, family.transforms_ = state["columns"], state["transforms"]
+        family.boosters_ = {t: lgb.Booster(model_file=str(directory / f"{t}.lgb")) for t in state["transforms"]}
+        return family

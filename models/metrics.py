@@ -1,0 +1,26 @@
+"""Regression metrics in the units of the ``evaluate --json`` contract (percentages in percent)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+
+def regression(y: np.ndarray, pred: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> dict:
+    y, pred = np.asarray(y, float), np.asarray(pred, float)
+    ape = np.abs(pred - y) / np.abs(y) * 100
+    out = {
+        "n": int(len(y)),
+        "mape": float(ape.mean()),
+        "median_ape": float(np.median(ape)),
+        "mae": float(np.abs(pred - y).mean()),
+        "r2": float(1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300)),
+    }
+    if len(y) > 2 and np.ptp(y) > 0 and np.ptp(pred) > 0:
+        out["spearman"] = float(stats.spearmanr(y, pred).statistic)
+        out["kendall"] = float(stats.kendalltau(y, pred).statistic)
+    if low is not None and high is not None:
+        low, high = np.asarray(low, float), np.asarray(high, float)
+        out["coverage"] = float(((y >= low) & (y <= high)).mean())
+        out["interval_width"] = float(np.median((high - low) / pred))  # relative to the estimate
+    return out

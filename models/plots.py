@@ -1,0 +1,37 @@
+"""Evaluation plots logged as MLflow artifacts: predicted vs actual, and error by group."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ok = (y > 0) & (pred > 0)
+    ax.loglog(y[ok], pred[ok], ".", alpha=0.3, markersize=3)
+    lo, hi = float(min(y[ok].min(), pred[ok].min())), float(max(y[ok].max(), pred[ok].max()))
+    ax.plot([lo, hi], [lo, hi], "k--", linewidth=1)
+    ax.set(xlabel=f"measured {target}", ylabel=f"predicted {target}", title=f"{target}: predicted vs measured")
+    fig.tight_layout()
+    return fig
+
+
+def error_by_group(y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, top: int = 30) -> plt.Figure:
+    ape = (pred - y).abs() / y * 100
+    per_group = ape.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
+    fig, ax = plt.subplots(figsize=(7, max(3, 0.25 * len(per_group))))
+    ax.barh(per_group.index.astype(str), per_group.to_numpy())
+    ax.invert_yaxis()
+    ax.set(xlabel="median APE (%)", title=f"{target}: error by group (worst {len(per_group)})")
+    fig.tight_layout()
+    return fig
+
+
+def close(fig: plt.Figure) -> None:
+    plt.close(fig)
+
+

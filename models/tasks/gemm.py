@@ -1,0 +1,18 @@
+"""GEMM runtime, power and energy on GPUs and CPUs, including devices known only by spec sheet."""
+
+from preflight.data.gemm import GemmItem
+from preflight.features import gemm as gemm_features
+from preflight.models.task import Task, register
+
+GEMM = register(Task(
+    name="gemm",
+    item=GemmItem,
+    targets={"runtime_ms": "ms", "power_w": "W", "energy_j": "J"},
+    sources=("local-gemm", "gpperf", "deepbench", "uci-sgemm"),
+    featurize=gemm_features.tabular,
+    groups={"shape": ("shape",), "device": ("device_id",), "kernel": ("kernel",), "shape-device": ("shape", "device_id")},
+    group_key="shape",
+    families=("tree", "roofline"),
+    default_family="tree",
+    metric="mape",
+))

@@ -1,0 +1,143 @@
+"""MLflow: one experiment per task, runs with metrics and plots, ``preflight.<task>`` versions, ``@champion``.
+
+The promotion gate: a new version takes the ``champion`` alias when there is none, when asked
+(``--promote``), or when its primary metric is no worse than the champion's on the same data
+(checksum) and split. Versions trained on other data are not comparable, so they wait for ``--promote``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from preflight.data.errors import NotTrained
+from preflight.data.settings import Settings
+from preflight.models.predictor import Predictor
+from preflight.models.task import Task
+
+CHAMPION = "champion"
+
+
+@dataclass
+class ModelInfo:
+    name: str
+    version: str
+    run_id: str
+    family: str
+
+
+@dataclass
+class Promotion:
+    info: ModelInfo
+    promoted: bool
+    reason: str
+
+
+def model_name(task: str) -> str:
+    return f"preflight.{task}"
+
+
+def client(settings: Settings):
+    """An MLflow client on the configured tracking URI (SQLite under PREFLIGHT_HOME by default)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    return mlflow.MlflowClient()
+
+
+def _experiment(settings: Settings, task: str) -> str:
+    import mlflow
+
+    found = mlflow.get_experiment_by_name(task)
+    if found is not None:
+        return found.experiment_id
+    artifacts = (settings.home / "artifacts").resolve().as_uri()
+    return mlflow.create_experiment(task, artifact_location=artifacts)
+
+
+def log_run(settings: Settings, task: Task, *, params: dict, metrics: dict, figures: dict, tags: dict,
+            predictor: Predictor | None = None, report: dict | None = None) -> str:
+    """Log one run (training or evaluation) and return its id."""
+    import mlflow
+
+    client(settings)
+    with mlflow.start_run(experiment_id=_experiment(settings, task.name), tags=tags) as run:
+        mlflow.log_params(params)
+        mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})  # NaN-free
+        for name, fig in figures.items():
+            mlflow.log_figure(fig, f"plots/{name}.png")
+        if report is not None:
+            mlflow.log_dict(report, "report.json")
+        if predictor is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                predictor.save(Path(tmp))
+                mlflow.log_artifacts(tmp, artifact_path="predictor")
+        return run.info.run_id
+
+
+def register(settings: Settings, task: Task, run_id: str, family: str, metric: float, data_sha: str, split: str,
+             promote: bool) -> Promotion:
+    """Create a model version from a run's predictor and apply the champion gate."""
+    from mlflow.exceptions import MlflowException
+
+    mlflow_client = client(settings)
+    name = model_name(task.name)
+    try:
+        mlflow_client.get_registered_model(name)
+    except MlflowException:
+        mlflow_client.create_registered_model(name, description=f"preflight task {task.name}")
+    source = f"{mlflow_client.get_run(run_id).info.artifact_uri}/predictor"
+    tags = {"family": family, "metric": task.metric, "metric_value": repr(metric), "data_sha": data_sha, "split": split}
+    version = mlflow_client.create_model_version(name, source=source, run_id=run_id, tags=tags)
+    promoted, reason = _gate(mlflow_client, name, metric, data_sha, split, promote)
+    if promoted:
+        mlflow_client.set_registered_model_alias(name, CHAMPION, version.version)
+    return Promotion(ModelInfo(name, str(version.version), run_id, family), promoted, reason)
+
+
+def _gate(mlflow_client, name: str, metric: float, data_sha: str, split: str, promote: bool) -> tuple[bool, str]:
+    from mlflow.exceptions import MlflowException
+
+    if promote:
+        return True, "promoted on request (--promote)"
+    try:
+        champion = mlflow_client.get_model_version_by_alias(name, CHAMPION)
+    except MlflowException:
+        return True, "no champion yet"
+    if champion.tags.get("data_sha") != data_sha or champion.tags.get("split") != split:
+        return False, f"champion v{champion.version} was scored on other data or split; use --promote to replace it"
+    old = float(champion.tags["metric_value"])
+    if metric <= old:
+        return True, f"{metric:.4g} is no worse than champion v{champion.version}'s {old:.4g}"
+    return False, f"{metric:.4g} is worse than champion v{champion.version}'s {old:.4g}"
+
+
+def load_champion(settings: Settings, task: str) -> tuple[Predictor, ModelInfo]:
+    """The champion's predictor, loaded natively from its downloaded artifacts."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    mlflow_client = client(settings)
+    try:
+        version = mlflow_client.get_model_version_by_alias(model_name(task), CHAMPION)
+    except MlflowException as exc:
+        raise NotTrained(task) from exc
+    local = mlflow.artifacts.download_artifacts(version.source)
+    info = ModelInfo(model_name(task), str(version.version), version.run_id, version.tags.get("family", ""))
+    return Predictor.load(Path(local)), info
+
+
+def champion_summary(settings: Settings, task: str) -> dict | None:
+    """The champion's version, family and metric, or None."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        version = client(settings).get_model_version_by_alias(model_name(task), CHAMPION)
+    except MlflowException:
+        return None
+    return {"version": str(version.version), "family": version.tags.get("family"), "run_id": version.run_id,
+            "metric": {version.tags.get("metric", "metric"): float(version.tags.get("metric_value", "nan"))}}

@@ -1,0 +1,100 @@
+"""Train a task's model on the data at hand, log it to MLflow, register it, apply the champion gate."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from preflight.data.catalogue import Catalogue
+from preflight.data.settings import Settings
+from preflight.models import evaluate, plots, tracking
+from preflight.models.datasets import available_sources, task_data
+from preflight.models.evaluate import Outcome
+from preflight.models.predictor import Estimates, Predictor
+from preflight.models.task import Task
+
+log = logging.getLogger("preflight.train")
+
+
+@dataclass
+class TrainResult:
+    promotion: tracking.Promotion
+    report: dict
+
+
+def data_checksum(checksums: dict[str, str], max_rows: int | None) -> str:
+    payload = json.dumps({"sources": checksums, "max_rows_per_source": max_rows}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _oof_estimates(predictor: Predictor) -> Estimates:
+    value = predictor.oof_
+    bounds = {t: predictor.calibrators_[t].interval(value[t].to_numpy(), 0.9) for t in predictor.calibrators_}
+    low = pd.DataFrame({t: b[0] for t, b in bounds.items()})
+    high = pd.DataFrame({t: b[1] for t, b in bounds.items()})
+    return Estimates(value[list(bounds)], low, high, [[] for _ in range(len(value))])
+
+
+def flat_metrics(report: dict) -> dict[str, float]:
+    """``{target}_{metric}`` and ``baseline_{target}_{metric}`` for MLflow."""
+    out = {f"{t}_{k}": v for t, ms in report["metrics"].items() for k, v in ms.items() if isinstance(v, float)}
+    out |= {f"baseline_{t}_{k}": v for t, ms in report["baseline"]["metrics"].items() for k, v in ms.items()
+            if isinstance(v, float)}
+    return out
+
+
+def outcome_figures(outcome: Outcome, task: Task) -> dict:
+    figures = {}
+    for target in outcome.model.value.columns:
+        ok = (outcome.y[target] > 0).to_numpy() & outcome.model.value[target].notna().to_numpy()
+        if ok.sum() < 2:
+            continue
+        y, pred, groups = outcome.y[target][ok], outcome.model.value[target][ok], outcome.groups[ok]
+        figures[f"{target}_predicted_vs_actual"] = plots.predicted_vs_actual(y, pred, target)
+        figures[f"{target}_error_by_group"] = plots.error_by_group(y, pred, groups, target)
+    return figures
+
+
+def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str | None = None,
+          paths: dict[str, Path] | None = None, promote: bool = False, seed: int = 0) -> TrainResult:
+    """Fit on every available source; the grouped out-of-fold estimates are the run's CV metrics."""
+    family = family or task.default_family
+    paths = paths or available_sources(task, settings)
+    data = task_data(task, settings, catalogue, paths, task.max_rows_per_source, seed)
+    features, Y = task.featurize(data.rows, catalogue), evaluate.target_frame(task, data.rows)
+    groups = task.group_values(features.meta, task.group_key)
+    log.info("training %s/%s on %d rows from %s", task.name, family, len(data.rows), ", ".join(paths))
+    predictor = Predictor(task.name, family, seed=seed).fit(features, Y, groups)
+    baseline = Predictor(task.name, evaluate.BASELINE, seed=seed).fit(features, Y, groups)
+    outcome = Outcome(Y, _oof_estimates(predictor), _oof_estimates(baseline), groups, np.arange(len(Y)), len(Y))
+    split = f"grouped-cv:{task.group_key}"
+    report = evaluate.report(task, family, "+".join(paths), split, outcome)
+    sha = data_checksum(data.checksums, task.max_rows_per_source)
+    figures = outcome_figures(outcome, task)
+    run_id = tracking.log_run(
+        settings, task, params={"family": family, "seed": seed, "sources": ",".join(paths), "split": split,
+                                "n_rows": len(Y), **getattr(predictor.family_, "get_params", dict)()},
+        metrics=flat_metrics(report), figures=figures, tags={"kind": "train", "data_sha": sha},
+        predictor=predictor, report=report)
+    for fig in figures.values():
+        plots.close(fig)
+    metric = report["metrics"][task.primary_target][task.metric]
+    promotion = tracking.register(settings, task, run_id, family, metric, sha, split, promote)
+    log.info("registered %s v%s: %s", promotion.info.name, promotion.info.version, promotion.reason)
+    return TrainResult(promotion, report)
+
+
+def bootstrap(settings: Settings, catalogue: Catalogue, tasks: list[Task]) -> list[TrainResult]:
+    """Train and promote a champion for every task that has none, from whatever data is at hand."""
+    results = []
+    for task in tasks:
+        if tracking.champion_summary(settings, task.name) is None:
+            log.info("no champion for %s: training one from %s", task.name, ", ".join(available_sources(task, settings)))
+            results.append(train(task, settings, catalogue, promote=True))
+    return results

@@ -1,0 +1,190 @@
+"""The ``preflight`` command line. Heavy imports happen inside commands, so ``--help`` is instant."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from preflight.data.errors import PreflightError
+
+app = typer.Typer(help="Performance estimates before anything runs.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+collect_app = typer.Typer(help="Own profilers: measure on this machine and append traces.", no_args_is_help=True)
+data_app = typer.Typer(help="Public sources: list them, load one into the table store.", no_args_is_help=True)
+app.add_typer(collect_app, name="collect")
+app.add_typer(data_app, name="data")
+
+
+def _setup():
+    """Settings, logging to stderr, and the catalogue with user-registered devices."""
+    from preflight.data.catalogue import Catalogue
+    from preflight.data.settings import Settings
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    settings = Settings()
+    return settings, Catalogue.load(settings.devices_file)
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"{type(exc).__name__}: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+def _source_paths(task, settings, source: str | None, path: Path | None) -> dict[str, Path] | None:
+    from preflight.data import sources
+
+    if source is None:
+        return None
+    found = path or sources.default_path(source, settings.datasets)
+    if found is None:
+        raise PreflightError(f"no file for source {source!r}: pass --path or set PREFLIGHT_DATASETS")
+    return {source: Path(found)}
+
+
+@app.command()
+def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Train champions that are missing (from the data at hand), then serve the HTTP API."""
+    import uvicorn
+
+    from preflight.models.task import all_tasks
+    from preflight.models.training import bootstrap
+    from preflight.service.app import create_app
+
+    settings, catalogue = _setup()
+    try:
+        bootstrap(settings, catalogue, all_tasks())
+    except PreflightError as exc:
+        _fail(exc)
+    uvicorn.run(create_app(settings), host=host, port=port)
+
+
+@app.command()
+def train(task: str, family: Optional[str] = None, source: Optional[str] = None,
+          path: Annotated[Optional[Path], typer.Option(help="the source's file (default: under PREFLIGHT_DATASETS)")] = None,
+          promote: bool = False, seed: int = 0) -> None:
+    """Train on the task's sources (or one), log to MLflow, register, and apply the champion gate."""
+    from preflight.models.task import get_task
+    from preflight.models.training import train as train_task
+
+    settings, catalogue = _setup()
+    try:
+        spec = get_task(task)
+        result = train_task(spec, settings, catalogue, family=family, paths=_source_paths(spec, settings, source, path),
+                            promote=promote, seed=seed)
+    except (PreflightError, ValueError) as exc:
+        _fail(exc)
+    info = result.promotion.info
+    typer.echo(json.dumps({"model": info.name, "version": info.version, "family": info.family,
+                           "champion": result.promotion.promoted, "reason": result.promotion.reason,
+                           "metrics": result.report["metrics"]}, indent=2))
+
+
+@app.command()
+def evaluate(task: str, source: Annotated[str, typer.Option(help="the source whose layout the files have")],
+             family: Optional[str] = None, path: Optional[Path] = None,
+             split: Annotated[Optional[str], typer.Option(help="group for grouped CV: shape, device, kernel...")] = None,
+             train_size: Annotated[Optional[int], typer.Option(help="train on N groups, test on the rest")] = None,
+             train: Optional[Path] = None, test: Optional[Path] = None,
+             shots: Annotated[int, typer.Option(help="K measurements of each test device given to the model")] = 0,
+             seed: int = 0, coverage: float = 0.9,
+             json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False) -> None:
+    """Grouped cross-validation on a source, or train on one file and test on another."""
+    from preflight.data import sources
+    from preflight.models import evaluate as ev
+    from preflight.models.task import get_task
+
+    settings, catalogue = _setup()
+    try:
+        spec = get_task(task)
+        family = family or spec.default_family
+        if (train is None) != (test is None):
+            raise typer.BadParameter("--train and --test go together")
+        if train is not None:
+            train_rows, test_rows = sources.load(source, train).rows, sources.load(source, test).rows
+            outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, split or "device", seed, shots, coverage)
+            result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
+        else:
+            rows = sources.load(source, _source_paths(spec, settings, source, path)[source]).rows
+            group = split or spec.group_key
+            outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
+            result = ev.report(spec, family, source, group, outcome, by_group=group == "device")
+    except (PreflightError, ValueError) as exc:
+        _fail(exc)
+    typer.echo(json.dumps(result, indent=None if json_out else 2))
+
+
+@app.command()
+def predict(task: str, input: Annotated[Path, typer.Option("--input", help="JSON list of items, as in the HTTP API")],
+            coverage: float = 0.9) -> None:
+    """Estimates from the champion for items in a JSON file (same items as the HTTP API)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from preflight.models import tracking
+    from preflight.models.task import get_task
+
+    settings, catalogue = _setup()
+    try:
+        spec = get_task(task)
+        raw = json.loads(input.read_text())
+        items = TypeAdapter(list[spec.item]).validate_python(raw["items"] if isinstance(raw, dict) else raw)
+        predictor, info = tracking.load_champion(settings, task)
+        estimates = predictor.predict(spec.featurize(spec.items_to_rows(items), catalogue), coverage)
+    except (PreflightError, ValidationError, json.JSONDecodeError, OSError) as exc:
+        _fail(exc)
+    typer.echo(json.dumps({"task": task, "model": vars(info), "predictions": estimates.records()}, indent=2))
+
+
+@collect_app.command("gemm")
+def collect_gemm(device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N")] = "cpu",
+                 out: Annotated[Optional[Path], typer.Option(help="CSV to append to")] = None,
+                 points: int = 300, seed: int = 0, threads: Optional[int] = None, repeats: int = 7,
+                 max_seconds_per_point: float = 2.0) -> None:
+    """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA)."""
+    from preflight.data.collect.gemm import collect_gemm as run
+
+    settings, _ = _setup()
+    target = out or settings.home / "collect" / "local_gemm.csv"
+    try:
+        summary = run(device, target, points=points, seed=seed, threads=threads, repeats=repeats,
+                      max_seconds_per_point=max_seconds_per_point)
+    except (PreflightError, RuntimeError) as exc:
+        _fail(exc)
+    typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
+
+
+@data_app.command("list")
+def data_list() -> None:
+    """Every source, where its file is found, and what the table store holds of it."""
+    from preflight.data import sources
+    from preflight.data.store import TableStore
+
+    settings, _ = _setup()
+    stored = TableStore(settings.tables_dir).manifest()
+    for name in sources.LOADERS:
+        found = sources.default_path(name, settings.datasets)
+        entry = stored.get(name, {})
+        typer.echo(json.dumps({"source": name, "path": str(found) if found else None,
+                               "stored_rows": entry.get("rows"), "rejected": entry.get("rejected")}))
+
+
+@data_app.command("load")
+def data_load(source: str, path: Annotated[Path, typer.Option(help="the file in the source's published layout")]) -> None:
+    """Validate a file into the table store; prints rows kept and rejected with reasons."""
+    from preflight.data.store import TableStore
+    from preflight.models.datasets import load_source
+
+    settings, catalogue = _setup()
+    try:
+        load_source(source, path, settings, catalogue)
+    except PreflightError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(TableStore(settings.tables_dir).manifest()[source], indent=2))
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,75 @@
+"""``/v1/devices``: the catalogue, and registering a device from its spec sheet and/or measurements."""
+
+from collections import Counter
+
+from fastapi import APIRouter, HTTPException
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from preflight.data.catalogue import DeviceSpec
+from preflight.models.task import Task, get_task
+from preflight.service.deps import StateDep
+from preflight.service.schemas import DevicePublic, DeviceRegistration
+
+router = APIRouter(tags=["devices"])
+
+
+def _counts(state) -> dict[str, Counter]:
+    return {task: Counter(row["device_id"] for row in rows) for task, rows in state.measurements().items()}
+
+
+def _public(state, spec: DeviceSpec, counts: dict[str, Counter]) -> DevicePublic:
+    return DevicePublic(spec=spec, measurements={t: c[spec.id] for t, c in counts.items() if c[spec.id]})
+
+
+@router.get("/v1/devices", response_model=list[DevicePublic])
+def list_devices(state: StateDep) -> list[DevicePublic]:
+    counts = _counts(state)
+    return [_public(state, spec, counts) for spec in state.catalogue]
+
+
+@router.get("/v1/devices/{name}", response_model=DevicePublic)
+def get_device(name: str, state: StateDep) -> DevicePublic:
+    """Any name the catalogue resolves (``p100``, ``Tesla V100-SXM2-16GB``, an lscpu model name)."""
+    return _public(state, state.catalogue.resolve(name), _counts(state))
+
+
+def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> list[dict]:
+    """Validate each measurement as the task's item plus positive targets; 422 names the field."""
+    rows, errors = [], []
+    for i, raw in enumerate(measurements):
+        item_fields = {k: v for k, v in raw.items() if k not in task.targets} | {"device": device_id}
+        targets = {k: raw[k] for k in task.targets if raw.get(k) is not None}
+        try:
+            item = task.item.model_validate(item_fields)
+        except ValidationError as exc:
+            errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)]
+            continue
+        bad = [t for t, v in targets.items() if not isinstance(v, (int, float)) or v <= 0]
+        if not targets or bad:
+            errors.append({"type": "value_error", "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
+                           "msg": f"needs positive measured values for at least one of {list(task.targets)}",
+                           "input": raw})
+            continue
+        rows.append(task.items_to_rows([item]).iloc[0].to_dict() | targets | {"device_id": device_id})
+    if errors:
+        raise RequestValidationError(errors)
+    return rows
+
+
+@router.post("/v1/devices", response_model=DevicePublic, status_code=201)
+def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
+    """Register a spec sheet, and/or give K measurements that adapt the champion to the device."""
+    if body.spec is None and body.device is None:
+        raise RequestValidationError([{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device",
+                                       "input": None}])
+    if body.spec is not None:
+        if body.spec.id in {s.id for s in state.catalogue.shipped()}:
+            raise HTTPException(409, f"device id {body.spec.id!r} is a catalogue entry; choose another id")
+        spec = state.catalogue.register(body.spec)
+    else:
+        spec = state.catalogue.resolve(body.device)
+    if body.measurements:
+        task = get_task(body.task)
+        state.add_measurements(task, _measurement_rows(task, spec.id, body.measurements))
+    return _public(state, spec, _counts(state))

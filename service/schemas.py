@@ -1,0 +1,67 @@
+"""Request and response schemas, by role; item models come from each Task."""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from preflight.data.catalogue import DeviceSpec
+from preflight.models.task import Task
+
+MAX_ITEMS = 10_000
+
+
+class Estimate(BaseModel):
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+class ModelInfoPublic(BaseModel):
+    name: str
+    version: str
+    run_id: str
+    family: str
+
+
+class PredictResponse(BaseModel):
+    task: str
+    model: ModelInfoPublic
+    predictions: list[dict[str, Any]] = Field(description="per item: {target: Estimate}, ood, warnings")
+
+
+def predict_request(task: Task) -> type[BaseModel]:
+    """``{"items": [...], "coverage": 0.9}`` with the task's own item model."""
+    return create_model(
+        f"{task.name.title().replace('-', '')}PredictRequest",
+        __config__=ConfigDict(extra="forbid"),
+        items=(list[task.item], Field(min_length=1, max_length=MAX_ITEMS)),
+        coverage=(float, Field(0.9, gt=0, lt=1, description="interval coverage")),
+    )
+
+
+class TaskPublic(BaseModel):
+    name: str
+    targets: dict[str, str]
+    sources: list[str]
+    families: list[str]
+    group_key: str
+    input_schema: dict[str, Any]
+    champion: dict[str, Any] | None
+
+
+class DeviceRegistration(BaseModel):
+    """A new device from its spec sheet, and/or measurements of a device (new or known)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: DeviceSpec | None = None
+    device: str | None = Field(None, description="an existing device to add measurements to (when no spec)")
+    task: str = Field("gemm", description="the task the measurements belong to")
+    measurements: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=MAX_ITEMS,
+        description="item fields (device may be omitted) plus measured targets, e.g. runtime_ms")
+
+
+class DevicePublic(BaseModel):
+    spec: DeviceSpec
+    measurements: dict[str, int] = Field(description="measurements held per task")

@@ -1,0 +1,88 @@
+"""The GEMM profiler, run for real on this machine's CPU with tiny shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from preflight.data.catalogue import DeviceSpec
+from preflight.data.collect.gemm import COLUMNS, DTYPES, collect_gemm, sweep
+from preflight.data.errors import PreflightError
+from preflight.data.sources import local_gemm
+
+SMALL = (1, 16, 24, 48, 64)
+KEY = ["m", "n", "k", "dtype", "trans_a", "trans_b", "device"]
+
+
+def collect(out: Path, points: int, **options):
+    options = {"seed": 0, "threads": 1, "repeats": 3, "progress": False, "dims": SMALL} | options
+    return collect_gemm("cpu", out, points=points, **options)
+
+
+def test_a_tiny_sweep_writes_what_the_loader_reads(tmp_path):
+    out = tmp_path / "gemm.csv"
+    summary = collect(out, 6)
+    assert (summary.path, summary.measured, summary.skipped_existing, summary.skipped_slow) == (out, 6, 0, 0)
+
+    assert out.read_text().splitlines()[0] == ",".join(COLUMNS)
+    raw = pd.read_csv(out)
+    assert (raw["runtime_p10_ms"] <= raw["runtime_ms"]).all() and (raw["runtime_ms"] <= raw["runtime_p90_ms"]).all()
+    assert (raw["repeats"] == 3).all()
+
+    loaded = local_gemm.load(out)
+    assert loaded.source == "local-gemm" and len(loaded.rows) == 6 and len(loaded.rejects) == 0
+    spec = DeviceSpec.model_validate(loaded.extra_devices[0])
+    assert spec.id == summary.device_id and spec.kind == "cpu" and spec.compute_units == 1
+    assert spec.name.endswith("(1 threads)") and spec.aliases == []
+    assert spec.memory_bandwidth_gbs > 0
+    assert spec.peak_tflops["fp64"] == pytest.approx(spec.peak_tflops["fp32"] / 2, rel=1e-3)
+    assert set(loaded.rows["device"]) == {spec.id}
+
+
+def test_a_rerun_measures_only_the_new_points_of_the_same_sweep(tmp_path):
+    out = tmp_path / "gemm.csv"
+    collect(out, 6)
+    summary = collect(out, 10)
+    assert (summary.measured, summary.skipped_existing) == (4, 6)
+
+    raw = pd.read_csv(out)
+    assert len(raw) == 10 and not raw.duplicated(KEY).any()
+    expected = {(p.m, p.n, p.k, p.dtype, p.trans_a, p.trans_b) for p in sweep(10, 0, DTYPES["cpu"], SMALL)}
+    assert set(raw[KEY[:-1]].itertuples(index=False, name=None)) == expected
+
+
+def test_the_sweep_is_seeded_and_a_longer_one_extends_a_shorter_one():
+    assert sweep(10, 3, DTYPES["cpu"])[:6] == sweep(6, 3, DTYPES["cpu"])
+    assert sweep(10, 3, DTYPES["cpu"]) != sweep(10, 4, DTYPES["cpu"])
+    assert len(set(sweep(50, 0, DTYPES["cpu"], SMALL))) == 50
+
+
+def test_a_torn_last_line_is_repaired_on_the_next_run(tmp_path):
+    out = tmp_path / "gemm.csv"
+    collect(out, 3)
+    with open(out, "ab") as fh:
+        fh.write(b"16,16,16,fp32,fal")  # what a power cut mid-write could leave
+    summary = collect(out, 4)
+    assert (summary.measured, summary.skipped_existing) == (1, 3)
+    assert out.read_bytes().endswith(b"\n") and b"fal\n" not in out.read_bytes()
+    loaded = local_gemm.load(out)
+    assert len(loaded.rows) == 4 and len(loaded.rejects) == 0
+
+
+def test_points_slower_than_the_budget_are_skipped_and_not_recorded(tmp_path):
+    out = tmp_path / "gemm.csv"
+    summary = collect(out, 4, max_seconds_per_point=1e-9)
+    assert (summary.measured, summary.skipped_slow) == (0, 4)
+    assert out.read_text() == ",".join(COLUMNS) + "\n"
+
+
+def test_a_file_of_another_device_is_refused(tmp_path):
+    out = tmp_path / "gemm.csv"
+    collect(out, 1)
+    spec_path = local_gemm.side_file(out)
+    spec_path.write_text(json.dumps(json.loads(spec_path.read_text()) | {"id": "some-other-cpu"}))
+    with pytest.raises(PreflightError, match="some-other-cpu"):
+        collect(out, 2)
