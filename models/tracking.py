@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,43 +41,47 @@ def model_name(task: str) -> str:
 
 
 def client(settings: Settings):
-    """An MLflow client on the configured tracking URI (SQLite under PREFLIGHT_HOME by default)."""
+    """An MLflow client on the configured tracking URI (SQLite under PREFLIGHT_HOME by default).
+
+    No global MLflow state is touched: ``mlflow.set_tracking_uri`` would write the URI into the
+    environment and pin every later Settings to the first home.
+    """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    import mlflow
+    from mlflow import MlflowClient
 
     settings.home.mkdir(parents=True, exist_ok=True)
-    mlflow.set_tracking_uri(settings.tracking_uri)
-    return mlflow.MlflowClient()
+    uri = settings.tracking_uri
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def _experiment(settings: Settings, task: str) -> str:
-    import mlflow
-
-    found = mlflow.get_experiment_by_name(task)
+def _experiment(mlflow_client, settings: Settings, task: str) -> str:
+    found = mlflow_client.get_experiment_by_name(task)
     if found is not None:
         return found.experiment_id
     artifacts = (settings.home / "artifacts").resolve().as_uri()
-    return mlflow.create_experiment(task, artifact_location=artifacts)
+    return mlflow_client.create_experiment(task, artifact_location=artifacts)
 
 
 def log_run(settings: Settings, task: Task, *, params: dict, metrics: dict, figures: dict, tags: dict,
             predictor: Predictor | None = None, report: dict | None = None) -> str:
     """Log one run (training or evaluation) and return its id."""
-    import mlflow
+    from mlflow.entities import Metric, Param
 
-    client(settings)
-    with mlflow.start_run(experiment_id=_experiment(settings, task.name), tags=tags) as run:
-        mlflow.log_params(params)
-        mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})  # NaN-free
-        for name, fig in figures.items():
-            mlflow.log_figure(fig, f"plots/{name}.png")
-        if report is not None:
-            mlflow.log_dict(report, "report.json")
-        if predictor is not None:
-            with tempfile.TemporaryDirectory() as tmp:
-                predictor.save(Path(tmp))
-                mlflow.log_artifacts(tmp, artifact_path="predictor")
-        return run.info.run_id
+    mlflow_client = client(settings)
+    run_id = mlflow_client.create_run(_experiment(mlflow_client, settings, task.name), tags=tags).info.run_id
+    now = int(time.time() * 1000)
+    mlflow_client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()],
+                            metrics=[Metric(k, v, now, 0) for k, v in metrics.items() if v == v])  # NaN-free
+    for name, fig in figures.items():
+        mlflow_client.log_figure(run_id, fig, f"plots/{name}.png")
+    if report is not None:
+        mlflow_client.log_dict(run_id, report, "report.json")
+    if predictor is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            predictor.save(Path(tmp))
+            mlflow_client.log_artifacts(run_id, tmp, artifact_path="predictor")
+    mlflow_client.set_terminated(run_id)
+    return run_id
 
 
 def register(settings: Settings, task: Task, run_id: str, family: str, metric: float, data_sha: str, split: str,
@@ -118,7 +123,6 @@ def _gate(mlflow_client, name: str, metric: float, data_sha: str, split: str, pr
 
 def load_champion(settings: Settings, task: str) -> tuple[Predictor, ModelInfo]:
     """The champion's predictor, loaded natively from its downloaded artifacts."""
-    import mlflow
     from mlflow.exceptions import MlflowException
 
     mlflow_client = client(settings)
@@ -126,7 +130,7 @@ def load_champion(settings: Settings, task: str) -> tuple[Predictor, ModelInfo]:
         version = mlflow_client.get_model_version_by_alias(model_name(task), CHAMPION)
     except MlflowException as exc:
         raise NotTrained(task) from exc
-    local = mlflow.artifacts.download_artifacts(version.source)
+    local = mlflow_client.download_artifacts(version.run_id, "predictor", tempfile.mkdtemp(prefix="preflight-"))
     info = ModelInfo(model_name(task), str(version.version), version.run_id, version.tags.get("family", ""))
     return Predictor.load(Path(local)), info
 

@@ -188,3 +188,7 @@ def data_load(source: str, path: Annotated[Path, typer.Option(help="the file in 
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

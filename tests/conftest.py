@@ -64,3 +64,26 @@ def synthetic_gemm(n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, ca
         "trans_b": False, "device": device, "kernel": None, "runtime_ms": runtime_ms, "power_w": power_w,
         "energy_j": runtime_ms * power_w / 1e3,
     })
+
+
+@pytest.fixture(scope="session")
+def trained_home(tmp_path_factory) -> Path:
+    """A PREFLIGHT_HOME whose gemm champion was trained on the shipped local-gemm sweep (real data)."""
+    from preflight.data.sources import local_gemm
+    from preflight.models.task import get_task
+    from preflight.models.training import train
+
+    home = tmp_path_factory.mktemp("trained") / "home"
+    settings = Settings(home=home, datasets=None, api_keys=[])
+    train(get_task("gemm"), settings, Catalogue.load(settings.devices_file), paths={"local-gemm": local_gemm.SHIPPED})
+    return home
+
+
+@pytest.fixture
+def home(trained_home, tmp_path) -> Path:
+    """A private copy of the trained home, for tests that register devices or measurements."""
+    import shutil
+
+    copy = tmp_path / "home"
+    shutil.copytree(trained_home, copy)
+    return copy

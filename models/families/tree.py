@@ -12,6 +12,10 @@ import pandas as pd
 from preflight.models.families import targets
 
 
+#: Below this many rows, a second LightGBM thread costs more in synchronisation than it saves.
+PARALLEL_MIN_ROWS = 20_000
+
+
 class TreeFamily:
     name = "tree"
 
@@ -30,7 +34,7 @@ class TreeFamily:
         return {"objective": "regression", "num_leaves": self.num_leaves, "learning_rate": self.learning_rate,
                 "min_data_in_leaf": min(self.min_child_samples, max(1, n_rows // 10)),
                 "feature_fraction": self.feature_fraction, "seed": self.seed, "deterministic": True,
-                "num_threads": 2, "verbosity": -1, "force_col_wise": True}
+                "num_threads": 1 if n_rows < PARALLEL_MIN_ROWS else 2, "verbosity": -1, "force_col_wise": True}
 
     def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame) -> "TreeFamily":
         self.columns_ = list(X.columns)

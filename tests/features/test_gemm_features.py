@@ -1,0 +1,53 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from preflight.data.errors import UnknownDevice
+from preflight.features import gemm
+
+
+def rows(**overrides) -> pd.DataFrame:
+    base = {"m": [4096], "n": [4096], "k": [4096], "dtype": ["fp32"], "trans_a": [False], "trans_b": [False],
+            "device": ["NV_P100"]}
+    return pd.DataFrame(base | {k: [v] for k, v in overrides.items()})
+
+
+def test_roofline_is_the_slower_of_compute_and_traffic(catalogue):
+    p100 = catalogue.resolve("NV_P100")
+    features = gemm.tabular(rows(), catalogue)
+    compute_ms = 2 * 4096**3 / (p100.peak_tflops["fp32"] * 1e12) * 1e3
+    assert features.reference["runtime_ms"][0] == pytest.approx(compute_ms)
+    skinny = gemm.tabular(rows(m=1, n=4096, k=4096), catalogue)  # a GEMV: memory bound
+    traffic = 4 * (4096 + 4096 * 4096) + 4 * 4096
+    assert skinny.reference["runtime_ms"][0] == pytest.approx(traffic / (p100.memory_bandwidth_gbs * 1e9) * 1e3)
+    assert skinny.X["bound_by_compute"][0] == 0 and features.X["bound_by_compute"][0] == 1
+
+
+def test_math_dtype_sets_the_peak(catalogue):
+    pseudo_fp16 = gemm.tabular(rows(dtype="fp16", math_dtype="fp32"), catalogue)
+    true_fp16 = gemm.tabular(rows(dtype="fp16", math_dtype="fp16"), catalogue)
+    assert pseudo_fp16.X["peak_tflops_log2"][0] < true_fp16.X["peak_tflops_log2"][0]
+
+
+def test_wave_quantization_from_kernel_tiles(catalogue):
+    units = catalogue.resolve("NV_P100").compute_units  # 56 SMs
+    features = gemm.tabular(rows(m=128 * 57, n=128, block_m=128, block_n=128), catalogue)
+    assert features.X["kernel_waves"][0] == pytest.approx(57 / units)
+    assert features.X["kernel_wave_efficiency"][0] == pytest.approx(57 / (2 * units))
+    assert features.X["kernel_tile_efficiency"][0] == pytest.approx(1.0)
+    assert np.isnan(gemm.tabular(rows(), catalogue).X["kernel_waves"][0])  # no kernel given: missing, not zero
+
+
+def test_features_do_not_mutate_input_and_carry_meta(catalogue):
+    frame = rows()
+    before = frame.copy()
+    features = gemm.tabular(frame, catalogue)
+    pd.testing.assert_frame_equal(frame, before)
+    assert features.meta["shape"][0] == "4096x4096x4096"
+    assert features.meta["device_id"][0] == catalogue.resolve("NV_P100").id
+    assert not features.X.drop(columns=[c for c in features.X if c.startswith("kernel_")]).isna().any().any()
+
+
+def test_unknown_device_raises(catalogue):
+    with pytest.raises(UnknownDevice):
+        gemm.tabular(rows(device="quantum toaster 9000"), catalogue)

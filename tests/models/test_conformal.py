@@ -1,0 +1,41 @@
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from preflight.models.conformal import NotConformalized, RelativeConformal
+
+
+def test_coverage_is_valid_over_many_splits():
+    """Mean coverage lies in [c, c + 1/(n+1)] up to sampling error (t-test, Bonferroni over coverages)."""
+    rng = np.random.default_rng(0)
+    n_cal, n_test, trials = 200, 500, 40
+    for coverage in (0.8, 0.9):
+        observed = []
+        for _ in range(trials):
+            y_pred = rng.lognormal(0, 1, n_cal + n_test)
+            y = y_pred * rng.lognormal(0, 0.3, n_cal + n_test)
+            calibrator = RelativeConformal().conformalize(y[:n_cal], y_pred[:n_cal])
+            low, high = calibrator.interval(y_pred[n_cal:], coverage)
+            observed.append(np.mean((y[n_cal:] >= low) & (y[n_cal:] <= high)))
+        upper = coverage + 1 / (n_cal + 1)
+        below = stats.ttest_1samp(observed, coverage, alternative="less").pvalue
+        above = stats.ttest_1samp(observed, upper, alternative="greater").pvalue
+        assert min(below, above) > 0.01 / 2, (coverage, np.mean(observed))
+
+
+def test_too_few_scores_give_an_unbounded_interval():
+    calibrator = RelativeConformal().conformalize(np.array([1.0, 2.0]), np.array([1.1, 1.9]))
+    assert math.isinf(calibrator.quantile(0.9))
+    low, high = calibrator.interval(np.array([5.0]), 0.9)
+    assert low[0] == 0 and math.isinf(high[0])
+
+
+def test_steps_and_domain_are_checked():
+    with pytest.raises(NotConformalized, match="conformalize"):
+        RelativeConformal().interval(np.array([1.0]), 0.9)
+    with pytest.raises(ValueError, match="y_true > 0"):
+        RelativeConformal().conformalize(np.array([0.0]), np.array([1.0]))
+    with pytest.raises(ValueError, match="coverage"):
+        RelativeConformal.from_scores([0.1, 0.2]).quantile(1.5)

@@ -1,0 +1,36 @@
+import numpy as np
+
+from preflight.models import evaluate
+from preflight.models.task import get_task
+from tests.conftest import synthetic_gemm
+
+TASK = get_task("gemm")
+
+
+def test_leave_one_device_out_reports_each_device_and_the_baseline(catalogue):
+    rows = synthetic_gemm(240, seed=3, devices=("NV_P100", "NV_1080Ti", "AMD_MI25", "NV_M40"), catalogue=catalogue)
+    outcome = evaluate.cross_validate(TASK, rows, catalogue, "tree", "device", seed=0)
+    report = evaluate.report(TASK, "tree", "synthetic", "device", outcome, by_group=True)
+    per_device = report["metrics"]["runtime_ms"]
+    assert len(per_device) == 5 and "mean" in per_device
+    assert report["n_test"] == 240 and report["baseline"]["name"] == "roofline"
+    assert 0 <= per_device["mean"]["coverage"] <= 1
+    assert per_device["mean"]["median_ape"] < report["baseline"]["metrics"]["runtime_ms"]["mean"]["median_ape"]
+
+
+def test_train_size_draws_groups_and_tests_on_the_rest(catalogue):
+    rows = synthetic_gemm(200, seed=4, catalogue=catalogue)
+    outcome = evaluate.cross_validate(TASK, rows, catalogue, "roofline", "shape", seed=1, train_size=10)
+    features = TASK.featurize(rows, catalogue)
+    test_shapes = set(features.meta["shape"].iloc[outcome.test_index])
+    assert len(set(features.meta["shape"])) - len(test_shapes) == 10
+
+
+def test_shots_are_taken_out_of_the_test_rows(catalogue):
+    train = synthetic_gemm(200, seed=5, devices=("NV_P100", "NV_1080Ti"), catalogue=catalogue)
+    test = synthetic_gemm(80, seed=6, devices=("AMD_MI25", "NV_M40"), catalogue=catalogue)
+    outcome = evaluate.train_test(TASK, train, test, catalogue, "tree", "device", seed=0, shots=10)
+    assert len(outcome.y) == 80 - 2 * 10
+    report = evaluate.report(TASK, "tree", "synthetic", "train/test", outcome, by_group=True)
+    assert set(report["metrics"]["runtime_ms"]) == {"mean", "amd-radeon-instinct-mi25", "nvidia-tesla-m40"}
+    assert np.isfinite(report["metrics"]["runtime_ms"]["mean"]["mape"])

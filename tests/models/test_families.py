@@ -1,0 +1,56 @@
+"""One contract test for every family: fit is deterministic, state round-trips, outputs are sane."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from preflight.models.families import FAMILIES, make_family
+from preflight.models.task import get_task
+from tests.conftest import synthetic_gemm
+
+
+@pytest.fixture(scope="module")
+def data(catalogue):
+    rows = synthetic_gemm(300, seed=1, catalogue=catalogue)
+    task = get_task("gemm")
+    features = task.featurize(rows, catalogue)
+    return features, rows[list(task.targets)]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_contract(name, data, tmp_path):
+    features, Y = data
+    family = make_family(name, seed=3)
+    assert not any(k.endswith("_") for k in vars(family)), "constructor stores hyperparameters only"
+    first = family.fit(features.X, Y, features.reference).predict(features.X, features.reference)
+    again = make_family(name, seed=3).fit(features.X, Y, features.reference).predict(features.X, features.reference)
+    pd.testing.assert_frame_equal(first, again)
+    assert list(first.columns) == list(Y.columns) and len(first) == len(Y)
+    assert (first.to_numpy() > 0).all()
+    family.save(tmp_path / name)
+    loaded = FAMILIES[name].load(tmp_path / name)
+    np.testing.assert_allclose(loaded.predict(features.X, features.reference), first)
+
+
+def test_tree_beats_roofline_on_structured_data(data):
+    features, Y = data
+    train, test = np.arange(200), np.arange(200, 300)
+    errors = {}
+    for name in ("tree", "roofline"):
+        family = make_family(name).fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
+        pred = family.predict(features.X.iloc[test], features.reference.iloc[test])["runtime_ms"]
+        errors[name] = np.median(np.abs(pred - Y["runtime_ms"].iloc[test]) / Y["runtime_ms"].iloc[test])
+    assert errors["tree"] < errors["roofline"] / 2
+
+
+def test_targets_missing_on_some_rows_train_on_the_rest(data):
+    features, Y = data
+    Y = Y.copy()
+    Y.loc[::2, "power_w"] = np.nan
+    family = make_family("tree").fit(features.X, Y, features.reference)
+    assert family.predict(features.X, features.reference)["power_w"].notna().all()
+
+
+def test_unknown_family_is_refused():
+    with pytest.raises(ValueError, match="known families"):
+        make_family("crystal-ball")

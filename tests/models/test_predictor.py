@@ -1,0 +1,69 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from preflight.models.predictor import Predictor
+from preflight.models.task import get_task
+from tests.conftest import synthetic_gemm
+
+TASK = get_task("gemm")
+
+
+@pytest.fixture(scope="module")
+def fitted(catalogue):
+    rows = synthetic_gemm(400, seed=2, catalogue=catalogue)
+    features = TASK.featurize(rows, catalogue)
+    Y = rows[list(TASK.targets)]
+    predictor = Predictor("gemm", "tree").fit(features, Y, TASK.group_values(features.meta, "shape"))
+    return predictor, features, Y
+
+
+def test_intervals_bracket_the_estimate_and_widen_with_coverage(fitted, catalogue):
+    predictor, _, _ = fitted
+    test = synthetic_gemm(200, seed=9, catalogue=catalogue)
+    features = TASK.featurize(test, catalogue)
+    narrow, wide = predictor.predict(features, 0.5), predictor.predict(features, 0.95)
+    for target in TASK.targets:
+        assert (narrow.low[target] <= narrow.value[target]).all() and (narrow.value[target] <= narrow.high[target]).all()
+        assert (wide.high[target] >= narrow.high[target]).all()
+    inside = (test["runtime_ms"] >= wide.low["runtime_ms"]) & (test["runtime_ms"] <= wide.high["runtime_ms"])
+    assert inside.mean() > 0.85
+
+
+def test_out_of_distribution_inputs_say_why(fitted, catalogue):
+    predictor, _, _ = fitted
+    rows = pd.DataFrame({"m": [2**20, 512], "n": [512, 512], "k": [512, 512], "dtype": "fp32", "trans_a": False,
+                         "trans_b": False, "device": ["NV_P100", "NVIDIA H100 80GB HBM3"]})
+    estimates = predictor.predict(TASK.featurize(rows, catalogue))
+    assert any(r.startswith("m_log2=") for r in estimates.reasons[0])
+    assert any("has no measurements" in r for r in estimates.reasons[1])
+    record = estimates.records()[1]
+    assert record["ood"] is True and set(record) >= {"runtime_ms", "power_w", "energy_j", "warnings"}
+
+
+def test_shots_adapt_a_device_that_runs_slower_than_its_spec(fitted, catalogue):
+    predictor, _, _ = fitted
+    rows = synthetic_gemm(60, seed=5, devices=("NVIDIA A100-SXM4-40GB",), catalogue=catalogue)
+    rows["runtime_ms"] *= 3.0  # the device underperforms its spec sheet threefold
+    features, Y = TASK.featurize(rows, catalogue), rows[list(TASK.targets)]
+    shots, rest = np.arange(10), np.arange(10, 60)
+
+    def median_ape(p):
+        pred = p.predict(features.take(rest)).value["runtime_ms"]
+        return np.median(np.abs(pred - Y["runtime_ms"].iloc[rest].to_numpy()) / Y["runtime_ms"].iloc[rest].to_numpy())
+
+    before = median_ape(predictor)
+    predictor.adapt(features.take(shots), Y.iloc[shots].reset_index(drop=True))
+    after = median_ape(predictor)
+    assert after < before / 3
+    assert not any("has no measurements" in r for r in predictor.predict(features.take(rest)).reasons[0])
+
+
+def test_save_and_load_round_trip(fitted, catalogue, tmp_path):
+    predictor, features, _ = fitted
+    predictor.save(tmp_path)
+    loaded = Predictor.load(tmp_path)
+    a, b = predictor.predict(features, 0.8), loaded.predict(features, 0.8)
+    pd.testing.assert_frame_equal(a.value, b.value)
+    pd.testing.assert_frame_equal(a.high, b.high)
+    assert a.reasons == b.reasons

@@ -1,0 +1,38 @@
+import pytest
+
+from preflight.data.errors import NotTrained
+from preflight.data.sources import local_gemm
+from preflight.models import tracking
+from preflight.models.task import get_task
+from preflight.models.training import train
+
+TASK = get_task("gemm")
+
+
+def test_train_registers_a_champion_with_metrics_and_plots(settings, catalogue):
+    result = train(TASK, settings, catalogue, paths={"local-gemm": local_gemm.SHIPPED})
+    assert result.promotion.promoted and result.promotion.info.version == "1"
+    predictor, info = tracking.load_champion(settings, "gemm")
+    assert info.family == "tree" and predictor.targets == ["runtime_ms"]
+    run = tracking.client(settings).get_run(info.run_id)
+    assert "runtime_ms_mape" in run.data.metrics and "baseline_runtime_ms_mape" in run.data.metrics
+    artifacts = {a.path for a in tracking.client(settings).list_artifacts(info.run_id, "plots")}
+    assert "plots/runtime_ms_predicted_vs_actual.png" in artifacts
+
+
+def test_champion_gate(settings):
+    def version(metric, data="a", promote=False):
+        run = tracking.log_run(settings, TASK, params={}, metrics={}, figures={}, tags={})
+        return tracking.register(settings, TASK, run, "tree", metric, data, "grouped-cv:shape", promote)
+
+    assert version(10.0).promoted
+    assert not version(12.0).promoted              # worse on the same data
+    assert version(10.0).promoted                  # no worse
+    assert not version(1.0, data="b").promoted     # other data: not comparable
+    assert version(50.0, promote=True).promoted    # forced
+    assert tracking.champion_summary(settings, "gemm")["version"] == "5"
+
+
+def test_loading_a_missing_champion_says_how_to_train(settings):
+    with pytest.raises(NotTrained, match="preflight train gemm"):
+        tracking.load_champion(settings, "gemm")

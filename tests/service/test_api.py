@@ -1,0 +1,126 @@
+import pytest
+from fastapi.testclient import TestClient
+
+from preflight.data.settings import Settings
+from preflight.service.app import create_app
+
+ITEM = {"m": 1024, "n": 1024, "k": 1024, "dtype": "fp32", "device": "NVIDIA H100 80GB HBM3"}
+
+
+@pytest.fixture
+def client(home):
+    with TestClient(create_app(Settings(home=home))) as test_client:
+        yield test_client
+
+
+def test_health_and_readiness(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["loaded"] == ["gemm"]
+
+
+def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
+    with TestClient(create_app(Settings(home=tmp_path / "empty"))) as client:
+        assert client.get("/readyz").status_code == 503
+        response = client.post("/v1/gemm/predict", json={"items": [ITEM]})
+        assert response.status_code == 503 and "preflight train gemm" in response.json()["detail"]
+
+
+def test_tasks_list_schema_targets_and_champion(client):
+    (gemm,) = client.get("/v1/tasks").json()
+    assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == "ms"
+    assert {"m", "n", "k", "dtype", "device"} <= set(gemm["input_schema"]["properties"])
+    assert gemm["champion"]["family"] == "tree"
+
+
+def test_predicts_an_unmeasured_device_from_its_spec_sheet_with_intervals(client):
+    response = client.post("/v1/gemm/predict", json={"items": [ITEM, ITEM | {"device": "p100", "m": 3}], "coverage": 0.8})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["task"] == "gemm" and body["model"]["name"] == "preflight.gemm" and len(body["predictions"]) == 2
+    first = body["predictions"][0]
+    runtime = first["runtime_ms"]
+    assert 0 < runtime["low"] <= runtime["value"] <= runtime["high"]
+    assert first["ood"] is True and any("no measurements" in w for w in first["warnings"])
+
+
+def test_measured_device_in_range_is_not_flagged(client):
+    item = {"m": 512, "n": 512, "k": 512, "dtype": "fp32", "device": "amd-epyc-1-threads"}
+    prediction = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
+    assert prediction["ood"] is False and prediction["warnings"] == []
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"items": [ITEM | {"m": 0}]}, ["body", "items", 0, "m"]),
+    ({"items": [ITEM | {"k": -5}]}, ["body", "items", 0, "k"]),
+    ({"items": [ITEM | {"dtype": "fp12"}]}, ["body", "items", 0, "dtype"]),
+    ({"items": [ITEM | {"colour": "red"}]}, ["body", "items", 0, "colour"]),
+    ({"items": []}, ["body", "items"]),
+    ({"items": [ITEM] * 10_001}, ["body", "items"]),
+    ({"items": [ITEM], "coverage": 1.5}, ["body", "coverage"]),
+])
+def test_bad_items_get_422_naming_the_field(client, body, field):
+    response = client.post("/v1/gemm/predict", json=body)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == field
+
+
+def test_malformed_json_gets_422(client):
+    response = client.post("/v1/gemm/predict", content=b'{"items": [', headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
+
+
+def test_unknown_device_and_task_get_404_listing_known_names(client):
+    response = client.post("/v1/gemm/predict", json={"items": [ITEM | {"device": "rtx 4070 tii"}]})
+    assert response.status_code == 404 and "NVIDIA GeForce RTX 4070" in response.json()["close_matches"]
+    response = client.post("/v1/fpga-magic/predict", json={"items": []})
+    assert response.status_code == 404 and response.json()["known"] == ["gemm"]
+
+
+def test_devices_list_and_resolve_any_name(client):
+    devices = client.get("/v1/devices").json()
+    assert len(devices) >= 30
+    one = client.get("/v1/devices/Tesla V100-SXM2-16GB").json()
+    assert one["spec"]["id"] == "nvidia-tesla-v100-sxm2-16gb"
+    assert client.get("/v1/devices/amd-epyc-1-threads").json()["spec"]["kind"] == "cpu"
+    missing = client.get("/v1/devices/warp-drive")
+    assert missing.status_code == 404 and "unknown device" in missing.json()["detail"]
+
+
+def test_register_a_device_then_adapt_it_with_measurements(client):
+    spec = {"id": "lab-cpu", "name": "Lab CPU", "kind": "cpu", "memory_bandwidth_gbs": 20.0,
+            "compute_units": 1, "peak_tflops": {"fp32": 0.08, "fp64": 0.04}}
+    assert client.post("/v1/devices", json={"spec": spec}).status_code == 201
+    item = {"m": 512, "n": 512, "k": 512, "device": "lab-cpu"}
+    before = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
+    measurements = [{"m": s, "n": s, "k": s, "runtime_ms": 4 * before["runtime_ms"]["value"] * (s / 512) ** 3}
+                    for s in (256, 384, 512, 640, 768)]
+    registered = client.post("/v1/devices", json={"device": "lab-cpu", "measurements": measurements})
+    assert registered.status_code == 201 and registered.json()["measurements"] == {"gemm": 5}
+    after = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
+    assert after["runtime_ms"]["value"] > 2 * before["runtime_ms"]["value"]
+    assert not any("no measurements" in w for w in after["warnings"])
+
+
+def test_bad_registrations_are_refused_clearly(client):
+    bad_measurement = client.post("/v1/devices", json={"device": "p100", "measurements": [{"m": 0, "n": 1, "k": 1, "runtime_ms": 1}]})
+    assert bad_measurement.status_code == 422 and bad_measurement.json()["detail"][0]["loc"] == ["body", "measurements", 0, "m"]
+    no_target = client.post("/v1/devices", json={"device": "p100", "measurements": [{"m": 8, "n": 8, "k": 8}]})
+    assert no_target.status_code == 422 and "runtime_ms" in no_target.json()["detail"][0]["msg"]
+    shipped = client.post("/v1/devices", json={"spec": {"id": "nvidia-tesla-p100-pcie-16gb", "name": "x", "kind": "gpu",
+                                                        "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}}})
+    assert shipped.status_code == 409
+    assert client.post("/v1/devices", json={}).status_code == 422
+
+
+def test_metrics_endpoint_counts_requests(client):
+    client.post("/v1/gemm/predict", json={"items": [ITEM]})
+    text = client.get("/metrics").text
+    assert 'preflight_requests_total{route="/v1/gemm/predict",status="200"}' in text
+
+
+def test_api_keys_guard_v1_routes(home):
+    with TestClient(create_app(Settings(home=home, api_keys=["s3cret"]))) as client:
+        assert client.get("/v1/tasks").status_code == 401
+        assert client.get("/v1/tasks", headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert client.get("/healthz").status_code == 200

@@ -1,0 +1,78 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from preflight.service.cli import app
+from tests.conftest import shared_file, synthetic_gemm
+
+runner = CliRunner()
+
+
+def deepbench_layout(rows, path):
+    frame = rows.rename(columns={"m": "M", "n": "N", "k": "K", "runtime_ms": "time_ms"})
+    frame["precision"] = "Float"
+    frame["a_trans"] = np.where(frame["trans_a"], "T", "N")
+    frame["b_trans"] = "N"
+    frame[["device", "precision", "M", "N", "K", "a_trans", "b_trans", "time_ms"]].to_csv(path, index=False)
+    return path
+
+
+def test_help_is_quick_and_lists_commands():
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "preflight.service.cli", "--help"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0
+    for command in ("serve", "train", "evaluate", "predict", "collect", "data"):
+        assert command in result.stdout
+    assert "mlflow" not in result.stderr and "lightgbm" not in result.stderr  # heavy imports stay lazy
+
+
+def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch, catalogue):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    train = deepbench_layout(synthetic_gemm(150, seed=1, devices=("NV_P100", "NV_1080Ti", "NV_M40"), catalogue=catalogue), tmp_path / "train.csv")
+    test = deepbench_layout(synthetic_gemm(40, seed=2, devices=("AMD_MI25",), catalogue=catalogue), tmp_path / "test.csv")
+    result = runner.invoke(app, ["evaluate", "gemm", "--source", "deepbench", "--train", str(train), "--test", str(test),
+                                 "--shots", "10", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {"task", "family", "source", "split", "n_train", "n_test", "metrics", "baseline"} <= set(report)
+    assert report["n_train"] == 150 and report["n_test"] == 30
+    assert "mean" in report["metrics"]["runtime_ms"] and report["baseline"]["name"] == "roofline"
+
+
+def test_errors_exit_1_with_the_error_type(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    result = runner.invoke(app, ["evaluate", "gemm", "--source", "deepbench", "--path", str(tmp_path / "none.csv"), "--json"])
+    assert result.exit_code == 1 and "DataError" in result.output
+    assert runner.invoke(app, ["train", "nope"]).exit_code == 1
+
+
+def test_predict_command_uses_the_champion(trained_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(trained_home))
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps({"items": [{"m": 64, "n": 64, "k": 64, "device": "Tesla V100-SXM2-16GB"}]}))
+    result = runner.invoke(app, ["predict", "gemm", "--input", str(items)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["predictions"][0]["runtime_ms"]["value"] > 0
+
+
+@pytest.mark.integration
+def test_deepbench_zero_shot_on_a_held_out_device(tmp_path, monkeypatch):
+    """The published DeepBench table: hold out the P100 and predict it from its spec sheet."""
+    import pandas as pd
+
+    source = shared_file("gemm/deepbench_gemm.csv")
+    table = pd.read_csv(source)
+    held_out = table["device"] == "NV_P100"
+    table[~held_out].to_csv(tmp_path / "train.csv", index=False)
+    table[held_out].to_csv(tmp_path / "test.csv", index=False)
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    result = runner.invoke(app, ["evaluate", "gemm", "--source", "deepbench", "--train", str(tmp_path / "train.csv"),
+                                 "--test", str(tmp_path / "test.csv"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    model, baseline = report["metrics"]["runtime_ms"], report["baseline"]["metrics"]["runtime_ms"]
+    assert model["median_ape"] < baseline["median_ape"]
