@@ -13,6 +13,12 @@ $(STAMP): pyproject.toml
 	@if $(BIN)/pip freeze | grep -i '^nvidia-' | grep -iv '^nvidia-ml-py'; then echo "CUDA wheels were installed" >&2; exit 1; fi
 	touch $(STAMP)
 
+# the shared public datasets, when they sit beside the checkout
+PREFLIGHT_DATASETS ?= $(wildcard ../shared/datasets)
+ifneq ($(PREFLIGHT_DATASETS),)
+export PREFLIGHT_DATASETS
+endif
+
 serve: $(STAMP)
 	$(BIN)/preflight serve
 

@@ -29,14 +29,14 @@ class Envelope:
             unseen = ~meta[column].astype(str).isin(seen)
             for i in np.flatnonzero(unseen.to_numpy()):
                 out[i].append(f"{column}={meta[column].iloc[i]} has no measurements in the training data")
-        for column in X.columns:
-            low, high = self.low_.get(column), self.high_.get(column)
-            if low is None or pd.isna(low):
-                continue
-            slack = TOLERANCE * max(high - low, abs(high), 1e-9)
-            values = pd.to_numeric(X[column], errors="coerce").to_numpy(dtype=float)
-            for i in np.flatnonzero((values < low - slack) | (values > high + slack)):
-                out[i].append(f"{column}={values[i]:.3g} outside the training range [{low:.3g}, {high:.3g}]")
+        low = np.array([self.low_.get(c, np.nan) for c in X.columns], dtype=float)
+        high = np.array([self.high_.get(c, np.nan) for c in X.columns], dtype=float)
+        slack = TOLERANCE * np.maximum(np.maximum(high - low, np.abs(high)), 1e-9)
+        values = X.to_numpy(dtype=float, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            outside = (values < low - slack) | (values > high + slack)  # NaN bounds or values compare False
+        for i, j in zip(*np.nonzero(outside)):
+            out[i].append(f"{X.columns[j]}={values[i, j]:.3g} outside the training range [{low[j]:.3g}, {high[j]:.3g}]")
         return out
 
     def state(self) -> dict:

@@ -34,8 +34,10 @@ class Outcome:
     n_train: int  # training rows per fit (the mean over folds)
 
 
-def _fit(task: Task, family: str, features: Features, Y: pd.DataFrame, group: str, seed: int) -> Predictor:
-    return Predictor(task.name, family, seed=seed).fit(features, Y, task.group_values(features.meta, group))
+def _fit(task: Task, family: str, features: Features, Y: pd.DataFrame, group: str, seed: int,
+         params: dict | None = None) -> Predictor:
+    predictor = Predictor(task.name, family, seed=seed, params=params if family != BASELINE else None)
+    return predictor.fit(features, Y, task.group_values(features.meta, group))
 
 
 def target_frame(task: Task, rows: pd.DataFrame) -> pd.DataFrame:
@@ -63,7 +65,8 @@ def _splits(groups: pd.Series, seed: int, train_size: int | None):
 
 
 def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family: str, group: str,
-                   seed: int = 0, train_size: int | None = None, coverage: float = 0.9) -> Outcome:
+                   seed: int = 0, train_size: int | None = None, coverage: float = 0.9,
+                   params: dict | None = None) -> Outcome:
     """Out-of-fold estimates where each fold holds out whole groups."""
     features, Y = task.featurize(rows, catalogue), target_frame(task, rows)
     groups = task.group_values(features.meta, group)
@@ -71,7 +74,7 @@ def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family:
     splits = _splits(groups, seed, train_size)
     for train, test in splits:
         for name, parts in ((family, model_parts), (BASELINE, baseline_parts)):
-            predictor = _fit(task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed)
+            predictor = _fit(task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed, params)
             parts.append(predictor.predict(features.take(test), coverage))
         order.append(test)
     order = np.concatenate(order)
@@ -80,7 +83,7 @@ def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family:
 
 
 def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, catalogue: Catalogue, family: str,
-               group: str, seed: int = 0, shots: int = 0, coverage: float = 0.9) -> Outcome:
+               group: str, seed: int = 0, shots: int = 0, coverage: float = 0.9, params: dict | None = None) -> Outcome:
     """Fit on one file, test on another; with ``shots``, K rows per test device are given as measurements."""
     train_f, train_y = task.featurize(train_rows, catalogue), target_frame(task, train_rows)
     test_f, test_y = task.featurize(test_rows, catalogue), target_frame(task, test_rows)
@@ -88,7 +91,7 @@ def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, ca
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
     estimates = []
     for name in (family, BASELINE):
-        predictor = _fit(task, name, train_f, train_y, group, seed)
+        predictor = _fit(task, name, train_f, train_y, group, seed, params)
         if shots:
             predictor.adapt(test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True))
         estimates.append(predictor.predict(test_f.take(keep), coverage))

@@ -4,7 +4,7 @@ Calibration is cross-conformal: grouped out-of-fold predictions on the training 
 conformity scores, then the family is fitted on every row. Groups follow the task's split, so the
 interval reflects the error on what a user brings new (a new shape, a new device).
 
-Few-shot: measurements of a device shift its predictions by the mean log residual of those
+Few-shot: measurements of a device shift its predictions by the median log residual of those
 measurements, and (with enough of them) its intervals come from their leave-one-out residuals.
 """
 
@@ -59,13 +59,18 @@ def _folds(groups: pd.Series, n_folds: int) -> list[tuple[np.ndarray, np.ndarray
 class Predictor:
     """``fit`` on features, targets and groups; ``predict`` with intervals at any coverage."""
 
-    def __init__(self, task: str, family: str, *, seed: int = 0, calibration_folds: int = CALIBRATION_FOLDS) -> None:
+    def __init__(self, task: str, family: str, *, seed: int = 0, calibration_folds: int = CALIBRATION_FOLDS,
+                 params: dict | None = None) -> None:
         self.task, self.family, self.seed, self.calibration_folds = task, family, seed, calibration_folds
+        self.params = params or {}  # the family's hyperparameters, beyond its defaults
+
+    def _new_family(self):
+        return make_family(self.family, self.seed, **self.params)
 
     def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> "Predictor":
         oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
         for train, held in _folds(groups.reset_index(drop=True), self.calibration_folds):
-            part = make_family(self.family, self.seed).fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
+            part = self._new_family().fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
             predicted = part.predict(features.X.iloc[held], features.reference.iloc[held])
             oof.iloc[held, [oof.columns.get_loc(c) for c in predicted.columns]] = predicted.to_numpy()
         self.oof_ = oof  # grouped out-of-fold estimates: the training run's CV metrics (not saved)
@@ -74,7 +79,7 @@ class Predictor:
             usable = present(Y[target]) & present(oof[target])
             if usable.any():
                 self.calibrators_[target] = RelativeConformal().conformalize(Y[target][usable], oof[target][usable])
-        self.family_ = make_family(self.family, self.seed).fit(features.X, Y, features.reference)
+        self.family_ = self._new_family().fit(features.X, Y, features.reference)
         self.envelope_ = Envelope().fit(features.X, features.meta)
         self.shots_: dict[str, dict[str, dict]] = {}
         return self
@@ -93,7 +98,7 @@ class Predictor:
                 ok = present(y) & present(p)
                 if ok.any():
                     residual = np.log(y[ok].to_numpy()) - np.log(p[ok].to_numpy())
-                    per_target[target] = {"offset": float(residual.mean()), "scores": _loo_scores(residual).tolist()}
+                    per_target[target] = {"offset": float(np.median(residual)), "scores": _loo_scores(residual).tolist()}
             self.shots_[device] = per_target
         return self
 
@@ -126,6 +131,7 @@ class Predictor:
         self.family_.save(directory / "family")
         np.savez_compressed(directory / "scores.npz", **{t: c.scores_ for t, c in self.calibrators_.items()})
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
+                 "params": self.params,
                  "envelope": self.envelope_.state(), "shots": self.shots_}
         (directory / "predictor.json").write_text(json.dumps(state))
 
@@ -133,7 +139,8 @@ class Predictor:
     def load(cls, directory: Path) -> "Predictor":
         directory = Path(directory)
         state = json.loads((directory / "predictor.json").read_text())
-        predictor = cls(state["task"], state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"])
+        predictor = cls(state["task"], state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"],
+                        params=state["params"])
         predictor.family_ = FAMILIES[state["family"]].load(directory / "family")
         with np.load(directory / "scores.npz") as scores:
             predictor.calibrators_ = {t: RelativeConformal.from_scores(scores[t]) for t in scores.files}
@@ -143,9 +150,7 @@ class Predictor:
 
 
 def _loo_scores(residual: np.ndarray) -> np.ndarray:
-    """|r_i - mean of the others|: how far a new measurement lies from an offset fitted without it."""
-    n = len(residual)
-    if n < 2:
+    """|r_i - median of the others|: how far a new measurement lies from an offset fitted without it."""
+    if len(residual) < 2:
         return np.array([])
-    others_mean = (residual.sum() - residual) / (n - 1)
-    return np.abs(residual - others_mean)
+    return np.array([abs(r - np.median(np.delete(residual, i))) for i, r in enumerate(residual)])

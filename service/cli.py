@@ -94,8 +94,8 @@ def evaluate(task: str, source: Annotated[str, typer.Option(help="the source who
              seed: int = 0, coverage: float = 0.9,
              json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False) -> None:
     """Grouped cross-validation on a source, or train on one file and test on another."""
-    from preflight.data import sources
     from preflight.models import evaluate as ev
+    from preflight.models.datasets import load_source
     from preflight.models.task import get_task
 
     settings, catalogue = _setup()
@@ -105,11 +105,12 @@ def evaluate(task: str, source: Annotated[str, typer.Option(help="the source who
         if (train is None) != (test is None):
             raise typer.BadParameter("--train and --test go together")
         if train is not None:
-            train_rows, test_rows = sources.load(source, train).rows, sources.load(source, test).rows
+            train_rows = load_source(source, train, settings, catalogue)[0]
+            test_rows = load_source(source, test, settings, catalogue)[0]
             outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, split or "device", seed, shots, coverage)
             result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
         else:
-            rows = sources.load(source, _source_paths(spec, settings, source, path)[source]).rows
+            rows = load_source(source, _source_paths(spec, settings, source, path)[source], settings, catalogue)[0]
             group = split or spec.group_key
             outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
             result = ev.report(spec, family, source, group, outcome, by_group=group == "device")

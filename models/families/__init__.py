@@ -13,7 +13,8 @@ from preflight.models.families.tree import TreeFamily
 FAMILIES = {"tree": TreeFamily, "roofline": RooflineFamily}
 
 
-def make_family(name: str, seed: int = 0):
+def make_family(name: str, seed: int = 0, **params):
+    """A new, unfitted family; ``params`` override its default hyperparameters."""
     if name not in FAMILIES:
         raise ValueError(f"unknown family {name!r}; known families: {', '.join(FAMILIES)}")
-    return FAMILIES[name](seed=seed)
+    return FAMILIES[name](seed=seed, **params)
