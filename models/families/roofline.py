@@ -21,7 +21,9 @@ class RooflineFamily:
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = seed
 
-    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame) -> "RooflineFamily":
+    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame,
+            sample_weight: np.ndarray | None = None) -> "RooflineFamily":
+        weight = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         self.log_efficiency_: dict[str, float] = {}
         self.transforms_: dict[str, str] = {}
         for target in Y.columns:
@@ -30,7 +32,8 @@ class RooflineFamily:
                 continue
             transform = targets.choose("log_ratio", reference[target][rows])
             self.transforms_[target] = transform
-            self.log_efficiency_[target] = float(np.median(targets.encode(Y[target][rows], reference[target][rows], transform)))
+            z = targets.encode(Y[target][rows], reference[target][rows], transform)
+            self.log_efficiency_[target] = _weighted_median(z, weight[rows])
         return self
 
     def predict(self, X: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
@@ -48,3 +51,9 @@ class RooflineFamily:
         family = cls(seed=state["seed"])
         family.log_efficiency_, family.transforms_ = state["log_efficiency"], state["transforms"]
         return family
+
+
+def _weighted_median(values: np.ndarray, weight: np.ndarray) -> float:
+    order = np.argsort(values)
+    cumulative = np.cumsum(weight[order])
+    return float(values[order][np.searchsorted(cumulative, cumulative[-1] / 2)])

@@ -21,22 +21,23 @@ class TreeFamily:
 
     def __init__(self, *, num_leaves: int = 31, learning_rate: float = 0.05, n_estimators: int = 500,
                  min_child_samples: int = 10, feature_fraction: float = 0.9, target_transform: str = "log_ratio",
-                 seed: int = 0) -> None:
+                 objective: str = "regression", seed: int = 0) -> None:
         self.num_leaves, self.learning_rate, self.n_estimators = num_leaves, learning_rate, n_estimators
         self.min_child_samples, self.feature_fraction = min_child_samples, feature_fraction
-        self.target_transform, self.seed = target_transform, seed
+        self.target_transform, self.objective, self.seed = target_transform, objective, seed
 
     def get_params(self) -> dict:
         return {k: getattr(self, k) for k in ("num_leaves", "learning_rate", "n_estimators", "min_child_samples",
-                                              "feature_fraction", "target_transform", "seed")}
+                                              "feature_fraction", "target_transform", "objective", "seed")}
 
     def _lgb_params(self, n_rows: int) -> dict:
-        return {"objective": "regression", "num_leaves": self.num_leaves, "learning_rate": self.learning_rate,
+        return {"objective": self.objective, "num_leaves": self.num_leaves, "learning_rate": self.learning_rate,
                 "min_data_in_leaf": min(self.min_child_samples, max(1, n_rows // 10)),
                 "feature_fraction": self.feature_fraction, "seed": self.seed, "deterministic": True,
                 "num_threads": 1 if n_rows < PARALLEL_MIN_ROWS else 2, "verbosity": -1, "force_col_wise": True}
 
-    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame) -> "TreeFamily":
+    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame,
+            sample_weight: np.ndarray | None = None) -> "TreeFamily":
         self.columns_ = list(X.columns)
         self.boosters_: dict[str, lgb.Booster] = {}
         self.transforms_: dict[str, str] = {}
@@ -46,7 +47,8 @@ class TreeFamily:
                 continue
             transform = targets.choose(self.target_transform, reference[target][rows])
             z = targets.encode(Y[target][rows], reference[target][rows], transform)
-            data = lgb.Dataset(X[rows], z, free_raw_data=True)
+            weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
+            data = lgb.Dataset(X[rows], z, weight=weight, free_raw_data=True)
             self.boosters_[target] = lgb.train(self._lgb_params(int(rows.sum())), data, self.n_estimators)
             self.transforms_[target] = transform
         return self
