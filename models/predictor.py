@@ -73,7 +73,9 @@ class Predictor:
 
     def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> "Predictor":
         oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
-        for train, held in _folds(groups.reset_index(drop=True), self.calibration_folds):
+        self.oof_fold_ = np.zeros(len(Y), dtype=int)  # which calibration fold held each row out (not saved)
+        for fold, (train, held) in enumerate(_folds(groups.reset_index(drop=True), self.calibration_folds)):
+            self.oof_fold_[held] = fold
             part = self._new_family().fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
             predicted = part.predict(features.X.iloc[held], features.reference.iloc[held])
             oof.iloc[held, [oof.columns.get_loc(c) for c in predicted.columns]] = predicted.to_numpy()

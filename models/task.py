@@ -34,7 +34,7 @@ class Task:
     default_family: str
     metric: str = "mape"
     #: sources sampled down to this many rows when training the service's default model
-    max_rows_per_source: int = 50_000
+    max_rows_per_source: int = 20_000
 
     @property
     def primary_target(self) -> str:

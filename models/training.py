@@ -15,7 +15,9 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models import evaluate, plots, tracking
 from preflight.models.datasets import available_sources, task_data
+from preflight.models.conformal import RelativeConformal
 from preflight.models.evaluate import Outcome
+from preflight.models.families.targets import present
 from preflight.models.predictor import Estimates, Predictor
 from preflight.models.task import Task
 
@@ -33,12 +35,17 @@ def data_checksum(checksums: dict[str, str], max_rows: int | None) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def _oof_estimates(predictor: Predictor) -> Estimates:
-    value = predictor.oof_
-    bounds = {t: predictor.calibrators_[t].interval(value[t].to_numpy(), 0.9) for t in predictor.calibrators_}
-    low = pd.DataFrame({t: b[0] for t, b in bounds.items()})
-    high = pd.DataFrame({t: b[1] for t, b in bounds.items()})
-    return Estimates(value[list(bounds)], low, high, [[] for _ in range(len(value))])
+def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9) -> Estimates:
+    """The out-of-fold estimates, each fold's intervals calibrated on the other folds' scores."""
+    value = predictor.oof_[list(predictor.calibrators_)]
+    low, high = value.copy(), value.copy()
+    for fold in np.unique(predictor.oof_fold_):
+        held = predictor.oof_fold_ == fold
+        for target in value.columns:
+            others = ~held & present(Y[target]) & present(value[target])
+            calibrator = RelativeConformal().conformalize(Y[target][others], value[target][others])
+            low.loc[held, target], high.loc[held, target] = calibrator.interval(value[target][held].to_numpy(), coverage)
+    return Estimates(value, low, high, [[] for _ in range(len(value))])
 
 
 def flat_metrics(report: dict) -> dict[str, float]:
@@ -63,7 +70,11 @@ def outcome_figures(outcome: Outcome, task: Task) -> dict:
 
 def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str | None = None,
           paths: dict[str, Path] | None = None, promote: bool = False, seed: int = 0) -> TrainResult:
-    """Fit on every available source; the grouped out-of-fold estimates are the run's CV metrics."""
+    """Fit on every available source; the grouped out-of-fold estimates are the run's CV metrics.
+
+    The reported n_train is every row: the metrics come from the calibration folds, each trained on
+    the other folds' groups.
+    """
     family = family or task.default_family
     paths = paths or available_sources(task, settings)
     data = task_data(task, settings, catalogue, paths, task.max_rows_per_source, seed)
@@ -72,7 +83,7 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     log.info("training %s/%s on %d rows from %s", task.name, family, len(data.rows), ", ".join(paths))
     predictor = Predictor(task.name, family, seed=seed).fit(features, Y, groups)
     baseline = Predictor(task.name, evaluate.BASELINE, seed=seed).fit(features, Y, groups)
-    outcome = Outcome(Y, _oof_estimates(predictor), _oof_estimates(baseline), groups, np.arange(len(Y)), len(Y))
+    outcome = Outcome(Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y))
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)
     sha = data_checksum(data.checksums, task.max_rows_per_source)

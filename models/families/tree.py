@@ -55,8 +55,9 @@ class TreeFamily:
 
     def predict(self, X: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
         out = {}
+        matrix = X[self.columns_].to_numpy(dtype=float)  # numpy skips LightGBM's per-call pandas checks
         for target, booster in self.boosters_.items():
-            z = booster.predict(X[self.columns_], num_threads=1)
+            z = booster.predict(matrix, num_threads=1)
             out[target] = targets.decode(z, reference[target], self.transforms_[target])
         return pd.DataFrame(out, index=X.index)
 

@@ -1,5 +1,6 @@
 from fastapi import APIRouter, Response
 
+from preflight.models.task import all_tasks
 from preflight.service.deps import StateDep
 
 router = APIRouter(tags=["health"])
@@ -14,13 +15,7 @@ def healthz() -> dict:
 @router.get("/readyz")
 def readyz(state: StateDep, response: Response) -> dict:
     """503 until every task's champion is loaded."""
-    missing = sorted(set(t for t in _task_names()) - set(state.champions))
     if not state.ready:
         response.status_code = 503
+    missing = sorted({t.name for t in all_tasks()} - set(state.champions))
     return {"ready": state.ready, "loaded": sorted(state.champions), "missing": missing}
-
-
-def _task_names() -> list[str]:
-    from preflight.models.task import all_tasks
-
-    return [t.name for t in all_tasks()]
