@@ -41,6 +41,22 @@ def _quantization(m: np.ndarray, n: np.ndarray, block_m, block_n, units: np.ndar
             "tile_efficiency": (m * n) / (tiles * block_m * block_n)}
 
 
+def _tiling(kernel: dict[str, np.ndarray], element_bytes: np.ndarray) -> dict[str, np.ndarray]:
+    """What a tiled kernel's knobs mean for one thread and one block (NaN where a knob is not given)."""
+    threads = kernel["threads_m"] * kernel["threads_n"]
+    rows_per_thread = kernel["block_m"] / kernel["threads_m"]
+    cols_per_thread = kernel["block_n"] / kernel["threads_n"]
+    staged = kernel["block_m"] * np.nan_to_num(kernel["cache_a"], nan=1) + kernel["block_n"] * np.nan_to_num(kernel["cache_b"], nan=1)
+    return {
+        "threads_log2": np.log2(threads),
+        "thread_tile_log2": np.log2(rows_per_thread * cols_per_thread),
+        "thread_tile_aspect_log2": np.log2(rows_per_thread / cols_per_thread),
+        "shared_kb": staged * kernel["block_k"] * element_bytes / 1024,
+        "loads_a_per_thread_log2": np.log2(kernel["block_m"] * kernel["block_k"] / (threads * kernel["vector_m"])),
+        "loads_b_per_thread_log2": np.log2(kernel["block_n"] * kernel["block_k"] / (threads * kernel["vector_n"])),
+    }
+
+
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     """A numeric column, or NaN where the rows do not have it."""
     if name not in rows:
@@ -82,6 +98,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         **{f"default_{name}": v for name, v in _quantization(m, n, DEFAULT_TILE, DEFAULT_TILE, units).items()},
         **{f"kernel_{f}": v for f, v in kernel.items()},
         **{f"kernel_{name}": v for name, v in _quantization(m, n, kernel["block_m"], kernel["block_n"], units).items()},
+        **{f"kernel_{name}": v for name, v in _tiling(kernel, element_bytes).items()},
     })
     reference = pd.DataFrame({"runtime_ms": roofline_ms, "power_w": spec["tdp_w"],
                               "energy_j": roofline_ms * spec["tdp_w"] / 1e3})

@@ -51,3 +51,13 @@ def test_features_do_not_mutate_input_and_carry_meta(catalogue):
 def test_unknown_device_raises(catalogue):
     with pytest.raises(UnknownDevice):
         gemm.tabular(rows(device="quantum toaster 9000"), catalogue)
+
+
+def test_tiling_features_describe_one_thread_and_block(catalogue):
+    config = {"block_m": 64, "block_n": 32, "block_k": 16, "threads_m": 16, "threads_n": 8, "vector_m": 2,
+              "vector_n": 4, "cache_a": 1, "cache_b": 0}
+    X = gemm.tabular(rows(**config), catalogue).X
+    assert X["kernel_threads_log2"][0] == 7  # 128 threads
+    assert X["kernel_thread_tile_log2"][0] == 4  # 4 x 4 outputs per thread
+    assert X["kernel_shared_kb"][0] == pytest.approx(64 * 16 * 4 / 1024)  # only A is staged
+    assert X["kernel_loads_a_per_thread_log2"][0] == pytest.approx(np.log2(64 * 16 / (128 * 2)))
