@@ -26,17 +26,20 @@ class Envelope:
         """Why each row lies outside the envelope (an empty list: inside)."""
         out: list[list[str]] = [[] for _ in range(len(X))]
         for column, seen in self.seen_.items():
-            unseen = ~meta[column].astype(str).isin(seen)
-            for i in np.flatnonzero(unseen.to_numpy()):
-                out[i].append(f"{column}={meta[column].iloc[i]} has no measurements in the training data")
+            values = meta[column].astype(str).to_numpy()
+            for i in np.flatnonzero(~np.isin(values, seen)):
+                out[i].append(f"{column}={values[i]} has no measurements in the training data")
         low = np.array([self.low_.get(c, np.nan) for c in X.columns], dtype=float)
         high = np.array([self.high_.get(c, np.nan) for c in X.columns], dtype=float)
         slack = TOLERANCE * np.maximum(np.maximum(high - low, np.abs(high)), 1e-9)
         values = X.to_numpy(dtype=float, na_value=np.nan)
         with np.errstate(invalid="ignore"):
             outside = (values < low - slack) | (values > high + slack)  # NaN bounds or values compare False
-        for i, j in zip(*np.nonzero(outside)):
-            out[i].append(f"{X.columns[j]}={values[i, j]:.3g} outside the training range [{low[j]:.3g}, {high[j]:.3g}]")
+        names = list(X.columns)
+        ranges = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(low, high)]
+        rows, cols = np.nonzero(outside)
+        for i, j, value in zip(rows.tolist(), cols.tolist(), values[rows, cols].tolist()):
+            out[i].append(f"{names[j]}={value:.3g} outside the training range {ranges[j]}")
         return out
 
     def state(self) -> dict:

@@ -41,16 +41,21 @@ class Estimates:
     reasons: list[list[str]]
 
     def records(self) -> list[dict]:
-        """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN as None)."""
-        def clean(x: float) -> float | None:
-            return None if not np.isfinite(x) else float(x)
+        """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None)."""
+        def column(frame: pd.DataFrame, target: str) -> list:
+            values = frame[target].to_numpy(dtype=float)
+            return np.where(np.isfinite(values), values, np.nan).astype(object).tolist()
 
+        bounds = {t: (column(self.value, t), column(self.low, t), column(self.high, t)) for t in self.value.columns}
         out = []
         for i, reasons in enumerate(self.reasons):
-            record = {t: {"value": clean(self.value[t].iat[i]), "low": clean(self.low[t].iat[i]),
-                          "high": clean(self.high[t].iat[i])} for t in self.value.columns}
+            record = {t: {"value": _none(v[i]), "low": _none(lo[i]), "high": _none(hi[i])} for t, (v, lo, hi) in bounds.items()}
             out.append(record | {"ood": bool(reasons), "warnings": reasons})
         return out
+
+
+def _none(x: float) -> float | None:
+    return None if x != x else x  # NaN is the only value unequal to itself
 
 
 def _folds(groups: pd.Series, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
