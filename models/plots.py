@@ -20,13 +20,14 @@ def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str) -> plt.Figur
     return fig
 
 
-def error_by_group(y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, top: int = 30) -> plt.Figure:
+def error_by_group(y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, by: str = "group",
+                   top: int = 30) -> plt.Figure:
     ape = (pred - y).abs() / y * 100
     per_group = ape.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
     fig, ax = plt.subplots(figsize=(7, max(3, 0.25 * len(per_group))))
     ax.barh(per_group.index.astype(str), per_group.to_numpy())
     ax.invert_yaxis()
-    ax.set(xlabel="median APE (%)", title=f"{target}: error by group (worst {len(per_group)})")
+    ax.set(xlabel="median APE (%)", title=f"{target}: error by {by} (worst {len(per_group)})")
     fig.tight_layout()
     return fig
 

@@ -56,15 +56,17 @@ def flat_metrics(report: dict) -> dict[str, float]:
     return out
 
 
-def outcome_figures(outcome: Outcome, task: Task) -> dict:
+def outcome_figures(outcome: Outcome, groupings: dict[str, pd.Series]) -> dict:
+    """Predicted vs measured, and error by each named grouping (shape, device...), per target."""
     figures = {}
     for target in outcome.model.value.columns:
         ok = (outcome.y[target] > 0).to_numpy() & outcome.model.value[target].notna().to_numpy()
         if ok.sum() < 2:
             continue
-        y, pred, groups = outcome.y[target][ok], outcome.model.value[target][ok], outcome.groups[ok]
+        y, pred = outcome.y[target][ok], outcome.model.value[target][ok]
         figures[f"{target}_predicted_vs_actual"] = plots.predicted_vs_actual(y, pred, target)
-        figures[f"{target}_error_by_group"] = plots.error_by_group(y, pred, groups, target)
+        for name, groups in groupings.items():
+            figures[f"{target}_error_by_{name}"] = plots.error_by_group(y, pred, groups[ok], target, by=name)
     return figures
 
 
@@ -87,7 +89,7 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)
     sha = data_checksum(data.checksums, task.max_rows_per_source)
-    figures = outcome_figures(outcome, task)
+    figures = outcome_figures(outcome, {task.group_key: groups, "device": features.meta["device_id"]})
     run_id = tracking.log_run(
         settings, task, params={"family": family, "seed": seed, "sources": ",".join(paths), "split": split,
                                 "n_rows": len(Y), **getattr(predictor.family_, "get_params", dict)()},

@@ -1,11 +1,15 @@
-"""The one place where preflight's error tree becomes HTTP."""
+"""The one place where preflight's error tree, and request validation, become HTTP."""
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from preflight.data.errors import DataError, NotTrained, PreflightError, UnknownDevice, UnknownTask
 
 STATUS = {DataError: 422, UnknownTask: 404, UnknownDevice: 404, NotTrained: 503}
+#: A rejected input larger than this (a 10,001-item list) is not echoed back in the 422.
+MAX_ECHOED_ITEMS = 20
 
 
 def _status(exc: PreflightError) -> int:
@@ -21,5 +25,18 @@ async def preflight_error(request: Request, exc: PreflightError) -> JSONResponse
     return JSONResponse(body, status_code=_status(exc))
 
 
+def _trimmed(error: dict) -> dict:
+    value = error.get("input")
+    if isinstance(value, (list, dict)) and len(value) > MAX_ECHOED_ITEMS:
+        return {k: v for k, v in error.items() if k != "input"}
+    return error
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 (each error names its field), without echoing huge inputs back."""
+    return JSONResponse({"detail": jsonable_encoder([_trimmed(e) for e in exc.errors()])}, status_code=422)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(PreflightError, preflight_error)
+    app.add_exception_handler(RequestValidationError, validation_error)

@@ -65,6 +65,12 @@ def test_bad_items_get_422_naming_the_field(client, body, field):
     assert response.json()["detail"][0]["loc"] == field
 
 
+def test_oversized_request_is_refused_without_echoing_it(client):
+    response = client.post("/v1/gemm/predict", json={"items": [ITEM] * 10_001})
+    assert response.status_code == 422 and "at most 10000" in response.json()["detail"][0]["msg"]
+    assert len(response.content) < 1_000
+
+
 def test_malformed_json_gets_422(client):
     response = client.post("/v1/gemm/predict", content=b'{"items": [', headers={"content-type": "application/json"})
     assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
