@@ -107,5 +107,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         "shape": [f"{a}x{b}x{c}" for a, b, c in zip(m.astype(int), n.astype(int), k.astype(int))],
         "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
         "dtype": dtype,
+        # calibration stratum: tuned-kernel sweeps err differently from library calls
+        "stratum": np.where(np.isnan(kernel["block_m"]), "plain", "kernel"),
     })
     return Features(X=X, reference=reference, meta=meta)

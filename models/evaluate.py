@@ -14,11 +14,9 @@ from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
 from preflight.models import metrics
-from preflight.models.predictor import Estimates, Predictor
+from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.task import Task
 
-#: Splits with at most this many groups leave one group out at a time.
-LEAVE_ONE_OUT_MAX_GROUPS = 20
 BASELINE = "roofline"
 
 

@@ -26,6 +26,10 @@ from preflight.models.families import FAMILIES, make_family
 from preflight.models.families.targets import present
 
 CALIBRATION_FOLDS = 4
+#: Splits with at most this many groups leave one group out at a time.
+LEAVE_ONE_OUT_MAX_GROUPS = 20
+#: A calibration stratum with fewer scores than this falls back to the pooled scores of its side.
+MIN_STRATUM_SCORES = 30
 #: Weight of one measurement of an adapted device against one training row when refitting
 #: (chosen on DeepBench leave-one-device-out with 10 shots: 5 → 9.0%, 20 → 8.7%, 50 → 9.8% median APE).
 SHOT_WEIGHT = 20.0
@@ -77,19 +81,20 @@ class Predictor:
         return make_family(self.family, self.seed, **self.params)
 
     def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> "Predictor":
-        oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
-        self.oof_fold_ = np.zeros(len(Y), dtype=int)  # which calibration fold held each row out (not saved)
-        for fold, (train, held) in enumerate(_folds(groups.reset_index(drop=True), self.calibration_folds)):
-            self.oof_fold_[held] = fold
-            part = self._new_family().fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
-            predicted = part.predict(features.X.iloc[held], features.reference.iloc[held])
-            oof.iloc[held, [oof.columns.get_loc(c) for c in predicted.columns]] = predicted.to_numpy()
-        self.oof_ = oof  # grouped out-of-fold estimates: the training run's CV metrics (not saved)
-        self.calibrators_ = {}
-        for target in Y.columns:
-            usable = present(Y[target]) & present(oof[target])
-            if usable.any():
-                self.calibrators_[target] = RelativeConformal().conformalize(Y[target][usable], oof[target][usable])
+        """Calibrate on grouped out-of-fold residuals, then fit the family on every row.
+
+        Two calibration passes: grouped by the task's split (scores for devices seen in training)
+        and, with several devices, grouped by device (scores for a device known only by its spec
+        sheet). Within each, rows of a featurizer's ``meta["stratum"]`` (e.g. a kernel configuration
+        given or not) get their own scores when there are enough of them (Mondrian calibration).
+        """
+        self.oof_, self.oof_fold_ = self._out_of_fold(features, Y, groups, self.calibration_folds)  # CV metrics
+        self.calibrators_ = self._calibrate(features, Y, self.oof_, "seen")
+        devices = features.meta["device_id"]
+        if devices.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
+            n_folds = devices.nunique() if devices.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
+            unseen, _ = self._out_of_fold(features, Y, devices, n_folds)
+            self.calibrators_ |= self._calibrate(features, Y, unseen, "unseen")
         self.family_ = self._new_family().fit(features.X, Y, features.reference)
         self.envelope_ = Envelope().fit(features.X, features.meta)
         self.train_ = (features, Y)  # kept for few-shot refits
@@ -97,9 +102,44 @@ class Predictor:
         self.shots_: dict[str, dict[str, dict]] = {}
         return self
 
+    def _out_of_fold(self, features: Features, Y: pd.DataFrame, groups: pd.Series,
+                     n_folds: int) -> tuple[pd.DataFrame, np.ndarray]:
+        """Estimates for every row from a family fitted without its group, and each row's fold."""
+        oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
+        fold_of = np.zeros(len(Y), dtype=int)
+        for fold, (train, held) in enumerate(_folds(groups.reset_index(drop=True), n_folds)):
+            fold_of[held] = fold
+            part = self._new_family().fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
+            predicted = part.predict(features.X.iloc[held], features.reference.iloc[held])
+            oof.iloc[held, [oof.columns.get_loc(c) for c in predicted.columns]] = predicted.to_numpy()
+        return oof, fold_of
+
+    def _calibrate(self, features: Features, Y: pd.DataFrame, oof: pd.DataFrame, side: str) -> dict:
+        """``{"<side>/<stratum>": {target: calibrator}}``, with ``"<side>/*"`` pooling every stratum."""
+        strata = _strata(features.meta)
+        out: dict[str, dict[str, RelativeConformal]] = {}
+        for target in Y.columns:
+            usable = present(Y[target]) & present(oof[target])
+            if not usable.any():
+                continue
+            out.setdefault(f"{side}/*", {})[target] = RelativeConformal().conformalize(Y[target][usable], oof[target][usable])
+            for stratum in np.unique(strata[usable]):
+                rows = usable & (strata == stratum)
+                if rows.sum() >= MIN_STRATUM_SCORES:
+                    calibrator = RelativeConformal().conformalize(Y[target][rows], oof[target][rows])
+                    out.setdefault(f"{side}/{stratum}", {})[target] = calibrator
+        return out
+
+    def calibrator(self, target: str, side: str, stratum: str) -> RelativeConformal:
+        """The most specific calibrator there are scores for."""
+        for key in (f"{side}/{stratum}", f"{side}/*", f"seen/{stratum}", "seen/*"):
+            if target in self.calibrators_.get(key, {}):
+                return self.calibrators_[key][target]
+        raise KeyError(f"no calibration scores for {target!r}")
+
     @property
     def targets(self) -> list[str]:
-        return list(self.calibrators_)
+        return list(self.calibrators_["seen/*"])
 
     def adapt(self, features: Features, Y: pd.DataFrame) -> "Predictor":
         """Refit with measurements of one or more devices (replacing earlier ones of those devices)."""
@@ -139,18 +179,23 @@ class Predictor:
         for target in value.columns:
             offsets = np.array([self.shots_.get(d, {}).get(target, {}).get("offset", 0.0) for d in devices])
             value[target] = value[target].to_numpy() * np.exp(offsets)
-            low[target], high[target] = self._interval(target, value[target].to_numpy(), devices, coverage)
+            low[target], high[target] = self._interval(target, value[target].to_numpy(), features.meta, coverage)
         reasons = self.envelope_.reasons(features.X, features.meta)
         for i, device in enumerate(devices):
             if device in self.shots_:  # measured by the user: no longer unseen
                 reasons[i] = [r for r in reasons[i] if not r.startswith(f"device_id={device} ")]
         return Estimates(value, low, high, reasons)
 
-    def _interval(self, target: str, value: np.ndarray, devices: np.ndarray, coverage: float) -> tuple[np.ndarray, np.ndarray]:
-        low, high = self.calibrators_[target].interval(value, coverage)
+    def _interval(self, target: str, value: np.ndarray, meta: pd.DataFrame, coverage: float) -> tuple[np.ndarray, np.ndarray]:
+        devices = meta["device_id"].astype(str).to_numpy()
+        side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
+        strata = _strata(meta)
+        low, high = np.empty_like(value), np.empty_like(value)
+        for key in set(zip(side, strata)):
+            rows = (side == key[0]) & (strata == key[1])
+            low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
         for device in set(devices) & set(self.shots_):
-            scores = self.shots_[device].get(target, {}).get("scores", [])
-            own = RelativeConformal.from_scores(scores)
+            own = RelativeConformal.from_scores(self.shots_[device].get(target, {}).get("scores", []))
             if np.isfinite(own.quantile(coverage)):
                 rows = devices == device
                 low[rows], high[rows] = own.interval(value[rows], coverage)
@@ -159,12 +204,13 @@ class Predictor:
     def save(self, directory: Path) -> None:
         directory = Path(directory)
         self.family_.save(directory / "family")
-        np.savez_compressed(directory / "scores.npz", **{t: c.scores_ for t, c in self.calibrators_.items()})
+        keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
+        np.savez_compressed(directory / "scores.npz", *(self.calibrators_[k][t].scores_ for k, t in keys))
         _table(*self.train_).to_parquet(directory / "train.parquet")
         if self.shot_data_ is not None:
             _table(*self.shot_data_).to_parquet(directory / "shots.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
-                 "params": self.params,
+                 "params": self.params, "calibrators": keys,
                  "envelope": self.envelope_.state(), "shots": self.shots_}
         (directory / "predictor.json").write_text(json.dumps(state))
 
@@ -175,14 +221,20 @@ class Predictor:
         predictor = cls(state["task"], state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"],
                         params=state["params"])
         predictor.family_ = FAMILIES[state["family"]].load(directory / "family")
+        predictor.calibrators_ = {}
         with np.load(directory / "scores.npz") as scores:
-            predictor.calibrators_ = {t: RelativeConformal.from_scores(scores[t]) for t in scores.files}
+            for i, (key, target) in enumerate(state["calibrators"]):
+                predictor.calibrators_.setdefault(key, {})[target] = RelativeConformal.from_scores(scores[f"arr_{i}"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
         predictor.shots_ = state["shots"]
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
         shots = directory / "shots.parquet"
         predictor.shot_data_ = _untable(pd.read_parquet(shots)) if shots.exists() else None
         return predictor
+
+
+def _strata(meta: pd.DataFrame) -> np.ndarray:
+    return meta["stratum"].astype(str).to_numpy() if "stratum" in meta else np.full(len(meta), "all")
 
 
 def _log_residual(y: pd.Series, predicted: pd.Series) -> np.ndarray:

@@ -55,7 +55,11 @@ class Task:
         """The group label of each row for a named split."""
         if group not in self.groups:
             raise ValueError(f"task {self.name!r} has no split {group!r}; known: {', '.join(self.groups)}")
-        return meta[list(self.groups[group])].astype(str).agg("|".join, axis=1)
+        parts = [meta[column].astype(str).fillna("") for column in self.groups[group]]  # pandas 3 keeps NaN in str
+        label = parts[0]
+        for part in parts[1:]:
+            label = label + "|" + part
+        return label
 
 
 def _nested_model_fields(model: type[BaseModel]) -> list[str]:

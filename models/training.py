@@ -37,7 +37,7 @@ def data_checksum(checksums: dict[str, str], max_rows: int | None) -> str:
 
 def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9) -> Estimates:
     """The out-of-fold estimates, each fold's intervals calibrated on the other folds' scores."""
-    value = predictor.oof_[list(predictor.calibrators_)]
+    value = predictor.oof_[predictor.targets]
     low, high = value.copy(), value.copy()
     for fold in np.unique(predictor.oof_fold_):
         held = predictor.oof_fold_ == fold

@@ -10,8 +10,10 @@ GEMM = register(Task(
     targets={"runtime_ms": "ms", "power_w": "W", "energy_j": "J"},
     sources=("local-gemm", "gpperf", "deepbench", "uci-sgemm"),
     featurize=gemm_features.tabular,
-    groups={"shape": ("shape",), "device": ("device_id",), "kernel": ("kernel",), "shape-device": ("shape", "device_id")},
-    group_key="shape",
+    # shape-kernel: a tuning sweep of one shape (UCI) is split by kernel family, library calls by shape
+    groups={"shape": ("shape",), "device": ("device_id",), "kernel": ("kernel",), "shape-kernel": ("shape", "kernel"),
+            "shape-device": ("shape", "device_id")},
+    group_key="shape-kernel",
     families=("tree", "roofline"),
     default_family="tree",
     metric="mape",

@@ -67,3 +67,14 @@ def test_save_and_load_round_trip(fitted, catalogue, tmp_path):
     pd.testing.assert_frame_equal(a.value, b.value)
     pd.testing.assert_frame_equal(a.high, b.high)
     assert a.reasons == b.reasons
+
+
+def test_devices_known_only_by_spec_sheet_get_device_held_out_intervals(fitted, catalogue):
+    predictor, _, _ = fitted
+    assert {"seen/*", "unseen/*", "seen/plain", "unseen/plain"} <= set(predictor.calibrators_)
+    rows = pd.DataFrame({"m": [512, 512], "n": 512, "k": 512, "dtype": "fp32", "trans_a": False, "trans_b": False,
+                         "device": ["NV_P100", "NVIDIA H100 80GB HBM3"]})
+    estimates = predictor.predict(TASK.featurize(rows, catalogue), 0.9)
+    ratio = (estimates.high["runtime_ms"] / estimates.value["runtime_ms"]).to_numpy()
+    assert ratio[0] == pytest.approx(np.exp(predictor.calibrator("runtime_ms", "seen", "plain").quantile(0.9)))
+    assert ratio[1] == pytest.approx(np.exp(predictor.calibrator("runtime_ms", "unseen", "plain").quantile(0.9)))

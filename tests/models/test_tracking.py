@@ -17,7 +17,7 @@ def test_train_registers_a_champion_with_metrics_and_plots(settings, catalogue):
     run = tracking.client(settings).get_run(info.run_id)
     assert "runtime_ms_mape" in run.data.metrics and "baseline_runtime_ms_mape" in run.data.metrics
     artifacts = {a.path for a in tracking.client(settings).list_artifacts(info.run_id, "plots")}
-    assert {"plots/runtime_ms_predicted_vs_actual.png", "plots/runtime_ms_error_by_shape.png",
+    assert {"plots/runtime_ms_predicted_vs_actual.png", "plots/runtime_ms_error_by_shape-kernel.png",
             "plots/runtime_ms_error_by_device.png"} <= artifacts
 
 
