@@ -4,6 +4,7 @@ PreflightError
 ├── DataError          a source file that cannot be read or validated      → 422 / CLI exit 1
 ├── UnknownTask        lists the known task names                          → 404
 ├── UnknownDevice      lists close matches from the catalogue              → 404
+├── DeviceConflict     a registration claims a name another device owns    → 409
 └── NotTrained         says which `preflight train ...` to run             → 503
 
 The service maps the tree to HTTP in one handler; the CLI prints ``TypeName: message``.
@@ -35,6 +36,10 @@ class UnknownDevice(PreflightError):
         self.name, self.close = name, close
         hint = f"; close matches: {', '.join(close)}" if close else "; GET /v1/devices lists them all"
         super().__init__(f"unknown device {name!r}{hint}")
+
+
+class DeviceConflict(PreflightError):
+    """A device registration whose id, name or alias already belongs to another device."""
 
 
 class NotTrained(PreflightError):

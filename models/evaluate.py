@@ -91,7 +91,7 @@ def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, ca
     for name in (family, BASELINE):
         predictor = _fit(task, name, train_f, train_y, group, seed, params)
         if shots:
-            predictor.adapt(test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True))
+            predictor = predictor.adapted(test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True))
         estimates.append(predictor.predict(test_f.take(keep), coverage))
     return Outcome(test_y.iloc[keep].reset_index(drop=True), *estimates,
                    test_f.meta["device_id"].iloc[keep].reset_index(drop=True), keep, len(train_rows))

@@ -4,13 +4,15 @@ Calibration is cross-conformal: grouped out-of-fold predictions on the training 
 conformity scores, then the family is fitted on every row. Groups follow the task's split, so the
 interval reflects the error on what a user brings new (a new shape, a new device).
 
-Few-shot: the predictor keeps its training data; measurements of a device are added to it with a
-high weight and the family is refitted, then what error remains on them becomes a per-device median
-offset. With enough measurements, the device's intervals come from their leave-one-out residuals.
+Few-shot: the predictor keeps its training data; ``adapted`` returns a copy in which measurements of
+a device are added to it with a high weight and the family is refitted, then what error remains on
+them becomes a per-device median offset. With enough measurements, the device's intervals come from
+the leave-one-out spread of their residuals under the model as trained.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +97,7 @@ class Predictor:
             n_folds = devices.nunique() if devices.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
             unseen, _ = self._out_of_fold(features, Y, devices, n_folds)
             self.calibrators_ |= self._calibrate(features, Y, unseen, "unseen")
-        self.family_ = self._new_family().fit(features.X, Y, features.reference)
+        self.family_ = self.base_family_ = self._new_family().fit(features.X, Y, features.reference)
         self.envelope_ = Envelope().fit(features.X, features.meta)
         self.train_ = (features, Y)  # kept for few-shot refits
         self.shot_data_: tuple[Features, pd.DataFrame] | None = None
@@ -141,17 +143,24 @@ class Predictor:
     def targets(self) -> list[str]:
         return list(self.calibrators_["seen/*"])
 
-    def adapt(self, features: Features, Y: pd.DataFrame) -> "Predictor":
-        """Refit with measurements of one or more devices (replacing earlier ones of those devices)."""
-        scores = self._zero_shot_scores(features, Y)
-        self.shot_data_ = _merge_shots(self.shot_data_, features, Y)
-        shot_features, shot_Y = self.shot_data_
+    def adapted(self, features: Features, Y: pd.DataFrame) -> "Predictor":
+        """A copy refitted with measurements of one or more devices (replacing earlier ones of those).
+
+        This predictor is left untouched, so requests in flight keep a consistent model. Targets
+        this predictor has no calibration for are ignored.
+        """
+        Y = Y[[t for t in self.targets if t in Y]].reset_index(drop=True)
+        new = copy.copy(self)
+        new.shot_data_ = _merge_shots(self.shot_data_, features, Y)
+        shot_features, shot_Y = new.shot_data_
         train_features, train_Y = self.train_
+        both = concat([train_features, shot_features])
         weight = np.r_[np.ones(len(train_Y)), np.full(len(shot_Y), SHOT_WEIGHT)]
-        self.family_ = self._new_family().fit(
-            concat([train_features, shot_features]).X, pd.concat([train_Y, shot_Y], ignore_index=True),
-            concat([train_features, shot_features]).reference, sample_weight=weight)
-        refit = self.family_.predict(shot_features.X, shot_features.reference)
+        new.family_ = self._new_family().fit(both.X, pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True),
+                                             both.reference, sample_weight=weight)
+        refit = new.family_.predict(shot_features.X, shot_features.reference)
+        scores = self._zero_shot_scores(features, Y)
+        new.shots_ = {}
         for device, rows in shot_features.meta.groupby("device_id").indices.items():
             per_target = {}
             for target in refit.columns.intersection(shot_Y.columns):
@@ -159,12 +168,12 @@ class Predictor:
                 if len(residual):
                     per_target[target] = {"offset": float(np.median(residual)),
                                           "scores": scores.get(device, {}).get(target, self._scores_of(device, target))}
-            self.shots_[device] = per_target
-        return self
+            new.shots_[device] = per_target
+        return new
 
     def _zero_shot_scores(self, features: Features, Y: pd.DataFrame) -> dict[str, dict[str, list]]:
-        """Leave-one-out spread of each device's residuals before refitting: its interval scores."""
-        base = self.family_.predict(features.X, features.reference)
+        """Leave-one-out spread of each device's residuals under the model as trained: its interval scores."""
+        base = self.base_family_.predict(features.X, features.reference)
         return {device: {t: _loo_scores(_log_residual(Y[t].iloc[rows], base[t].iloc[rows])).tolist()
                          for t in base.columns.intersection(Y.columns)}
                 for device, rows in features.meta.groupby("device_id").indices.items()}
@@ -174,6 +183,7 @@ class Predictor:
 
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:
         value = self.family_.predict(features.X, features.reference)
+        value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
         devices = features.meta["device_id"].astype(str).to_numpy()
         for target in value.columns:
@@ -203,15 +213,13 @@ class Predictor:
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)
-        self.family_.save(directory / "family")
+        self.base_family_.save(directory / "family")  # adaptations are not saved: they replay from measurements
         keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
         np.savez_compressed(directory / "scores.npz", *(self.calibrators_[k][t].scores_ for k, t in keys))
         _table(*self.train_).to_parquet(directory / "train.parquet")
-        if self.shot_data_ is not None:
-            _table(*self.shot_data_).to_parquet(directory / "shots.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
                  "params": self.params, "calibrators": keys,
-                 "envelope": self.envelope_.state(), "shots": self.shots_}
+                 "envelope": self.envelope_.state()}
         (directory / "predictor.json").write_text(json.dumps(state))
 
     @classmethod
@@ -220,16 +228,14 @@ class Predictor:
         state = json.loads((directory / "predictor.json").read_text())
         predictor = cls(state["task"], state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"],
                         params=state["params"])
-        predictor.family_ = FAMILIES[state["family"]].load(directory / "family")
+        predictor.family_ = predictor.base_family_ = FAMILIES[state["family"]].load(directory / "family")
         predictor.calibrators_ = {}
         with np.load(directory / "scores.npz") as scores:
             for i, (key, target) in enumerate(state["calibrators"]):
                 predictor.calibrators_.setdefault(key, {})[target] = RelativeConformal.from_scores(scores[f"arr_{i}"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
-        predictor.shots_ = state["shots"]
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
-        shots = directory / "shots.parquet"
-        predictor.shot_data_ = _untable(pd.read_parquet(shots)) if shots.exists() else None
+        predictor.shot_data_, predictor.shots_ = None, {}
         return predictor
 
 

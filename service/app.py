@@ -1,5 +1,6 @@
 """``create_app(settings)``: the FastAPI app, its lifespan (load champions) and Prometheus metrics."""
 
+import threading
 import time
 from contextlib import asynccontextmanager
 
@@ -40,12 +41,18 @@ def _metrics(app: FastAPI) -> None:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, bootstrap: bool = False) -> FastAPI:
+    """The app. With ``bootstrap``, missing champions are trained in the background after start-up,
+    so ``/healthz`` answers at once and ``/readyz`` says 503 until they are loaded."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.preflight = ServiceState.start(settings)
+        state = app.state.preflight = ServiceState.create(settings)
+        if bootstrap:
+            threading.Thread(target=state.start, args=(True,), name="preflight-bootstrap", daemon=True).start()
+        else:
+            state.start(bootstrap=False)
         yield
 
     app = FastAPI(title="preflight", summary="Performance estimates before anything runs", version="0.1.0",

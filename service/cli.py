@@ -48,19 +48,14 @@ def _source_paths(task, settings, source: str | None, path: Path | None) -> dict
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Train champions that are missing (from the data at hand), then serve the HTTP API."""
+    """Serve the HTTP API; champions that are missing are trained from the data at hand meanwhile
+    (``/readyz`` is 503 until they are loaded)."""
     import uvicorn
 
-    from preflight.models.task import all_tasks
-    from preflight.models.training import bootstrap
     from preflight.service.app import create_app
 
-    settings, catalogue = _setup()
-    try:
-        bootstrap(settings, catalogue, all_tasks())
-    except PreflightError as exc:
-        _fail(exc)
-    uvicorn.run(create_app(settings), host=host, port=port)
+    settings, _ = _setup()
+    uvicorn.run(create_app(settings, bootstrap=True), host=host, port=port)
 
 
 @app.command()

@@ -5,9 +5,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from preflight.data.errors import DataError, NotTrained, PreflightError, UnknownDevice, UnknownTask
+from preflight.data.errors import DataError, DeviceConflict, NotTrained, PreflightError, UnknownDevice, UnknownTask
 
-STATUS = {DataError: 422, UnknownTask: 404, UnknownDevice: 404, NotTrained: 503}
+STATUS = {DataError: 422, UnknownTask: 404, UnknownDevice: 404, DeviceConflict: 409, NotTrained: 503}
 #: A rejected input larger than this (a 10,001-item list) is not echoed back in the 422.
 MAX_ECHOED_ITEMS = 20
 

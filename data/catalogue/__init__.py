@@ -11,13 +11,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import threading
 import tomllib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from preflight.data.errors import UnknownDevice
+from preflight.data.errors import DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
 from preflight.data.store import atomic_write_bytes
 
@@ -81,63 +83,48 @@ def _key(name: str, relaxed: bool = False) -> str:
 
 
 class Catalogue:
-    """The shipped spec sheets plus devices users registered under ``PREFLIGHT_HOME``."""
+    """The shipped spec sheets plus devices users registered under ``PREFLIGHT_HOME``.
+
+    Readers take one immutable snapshot (devices and name indexes together); ``register`` builds a
+    new snapshot and swaps it in, so concurrent requests never see half an update.
+    """
 
     def __init__(self, devices: list[DeviceSpec], user_file: Path | None = None) -> None:
         self.user_file = user_file
-        self._devices: dict[str, DeviceSpec] = {}
-        for spec in devices:
-            self._add(spec)
+        self._lock = threading.Lock()
+        self._snapshot = _Snapshot.of({spec.id: spec for spec in devices})
 
     @classmethod
     def load(cls, user_file: Path | None = None) -> "Catalogue":
-        catalogue = cls(list(_shipped()), user_file)
+        devices = list(_shipped())
         if user_file is not None and user_file.exists():
-            for raw in json.loads(user_file.read_text()):
-                catalogue._add(DeviceSpec.model_validate(raw))
-        return catalogue
-
-    def _add(self, spec: DeviceSpec) -> None:
-        self._devices[spec.id] = spec
-        self._index = None  # rebuilt lazily
+            devices += [DeviceSpec.model_validate(raw) for raw in json.loads(user_file.read_text())]
+        return cls(devices, user_file)
 
     def __iter__(self):
-        return iter(self._devices.values())
+        return iter(self._snapshot.devices.values())
 
     def __len__(self) -> int:
-        return len(self._devices)
-
-    def _indexes(self) -> tuple[dict[str, str], dict[str, set[str]], dict[str, set[str]]]:
-        if self._index is None:
-            exact: dict[str, str] = {}
-            norm: dict[str, set[str]] = {}
-            relaxed: dict[str, set[str]] = {}
-            for spec in self._devices.values():
-                for name in (spec.id, spec.name, *spec.aliases):
-                    exact[name.lower()] = spec.id
-                    norm.setdefault(_key(name), set()).add(spec.id)
-                    relaxed.setdefault(_key(name, relaxed=True), set()).add(spec.id)
-            self._index = (exact, norm, relaxed)
-        return self._index
+        return len(self._snapshot.devices)
 
     def resolve(self, name: str) -> DeviceSpec:
         """The one device a name means, or UnknownDevice with close matches."""
-        exact, norm, relaxed = self._indexes()
-        if name.lower() in exact:
-            return self._devices[exact[name.lower()]]
-        for index, key in ((norm, _key(name)), (relaxed, _key(name, relaxed=True))):
+        snapshot = self._snapshot
+        if name.lower() in snapshot.exact:
+            return snapshot.devices[snapshot.exact[name.lower()]]
+        for index, key in ((snapshot.norm, _key(name)), (snapshot.relaxed, _key(name, relaxed=True))):
             ids = index.get(key, set())
             if len(ids) == 1:
-                return self._devices[next(iter(ids))]
+                return snapshot.devices[next(iter(ids))]
             if len(ids) > 1:
-                raise UnknownDevice(name, sorted(self._devices[i].name for i in ids))
+                raise UnknownDevice(name, sorted(snapshot.devices[i].name for i in ids))
         raise UnknownDevice(name, self.close_matches(name))
 
     def close_matches(self, name: str, n: int = 5) -> list[str]:
-        exact, _, _ = self._indexes()
-        keys = {_key(alias): spec_id for alias, spec_id in exact.items()}
+        snapshot = self._snapshot
+        keys = {_key(alias): spec_id for alias, spec_id in snapshot.exact.items()}
         hits = difflib.get_close_matches(_key(name), list(keys), n=3 * n, cutoff=0.5)
-        names = dict.fromkeys(self._devices[keys[h]].name for h in hits)
+        names = dict.fromkeys(snapshot.devices[keys[h]].name for h in hits)
         return list(names)[:n]
 
     @staticmethod
@@ -146,13 +133,41 @@ class Catalogue:
         return _shipped()
 
     def register(self, spec: DeviceSpec) -> DeviceSpec:
-        """Add a user's device and persist it beside the other registered ones."""
-        self._add(spec)
-        if self.user_file is not None:
+        """Add (or update) a user's device and persist it; names owned by another device are refused."""
+        with self._lock:
+            snapshot = self._snapshot
             shipped = {s.id for s in _shipped()}
-            users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in shipped]
-            atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
+            if spec.id in shipped:
+                raise DeviceConflict(f"device id {spec.id!r} is a catalogue entry; choose another id")
+            for name in (spec.name, *spec.aliases):
+                owner = snapshot.exact.get(name.lower())
+                if owner is not None and owner != spec.id:
+                    raise DeviceConflict(f"{name!r} already names device {owner!r}")
+            self._snapshot = _Snapshot.of(snapshot.devices | {spec.id: spec})
+            if self.user_file is not None:
+                users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in shipped]
+                atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
         return spec
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    devices: dict[str, DeviceSpec]
+    exact: dict[str, str]  # lower-cased id/name/alias -> id
+    norm: dict[str, set[str]]  # normalised key -> ids
+    relaxed: dict[str, set[str]]  # normalised key without memory size / form factor -> ids
+
+    @classmethod
+    def of(cls, devices: dict[str, DeviceSpec]) -> "_Snapshot":
+        exact: dict[str, str] = {}
+        norm: dict[str, set[str]] = {}
+        relaxed: dict[str, set[str]] = {}
+        for spec in devices.values():
+            for name in (spec.id, spec.name, *spec.aliases):
+                exact[name.lower()] = spec.id
+                norm.setdefault(_key(name), set()).add(spec.id)
+                relaxed.setdefault(_key(name, relaxed=True), set()).add(spec.id)
+        return cls(devices, exact, norm, relaxed)
 
 
 @cache

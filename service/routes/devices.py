@@ -1,8 +1,9 @@
 """``/v1/devices``: the catalogue, and registering a device from its spec sheet and/or measurements."""
 
+import math
 from collections import Counter
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -45,16 +46,19 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
         except ValidationError as exc:
             errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)]
             continue
-        bad = [t for t, v in targets.items() if not isinstance(v, (int, float)) or v <= 0]
+        bad = [t for t, v in targets.items() if not _positive_number(v)]
         if not targets or bad:
             errors.append({"type": "value_error", "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
-                           "msg": f"needs positive measured values for at least one of {list(task.targets)}",
-                           "input": raw})
+                           "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}"})
             continue
         rows.append(task.items_to_rows([item]).iloc[0].to_dict() | targets | {"device_id": device_id})
     if errors:
         raise RequestValidationError(errors)
     return rows
+
+
+def _positive_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 @router.post("/v1/devices", response_model=DevicePublic, status_code=201)
@@ -63,13 +67,11 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
     if body.spec is None and body.device is None:
         raise RequestValidationError([{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device",
                                        "input": None}])
-    if body.spec is not None:
-        if body.spec.id in {s.id for s in state.catalogue.shipped()}:
-            raise HTTPException(409, f"device id {body.spec.id!r} is a catalogue entry; choose another id")
-        spec = state.catalogue.register(body.spec)
-    else:
-        spec = state.catalogue.resolve(body.device)
-    if body.measurements:
-        task = get_task(body.task)
-        state.add_measurements(task, _measurement_rows(task, spec.id, body.measurements))
-    return _public(state, spec, _counts(state))
+    task = get_task(body.task) if body.measurements else None
+    device_id = body.spec.id if body.spec is not None else state.catalogue.resolve(body.device).id
+    rows = _measurement_rows(task, device_id, body.measurements) if task is not None else []
+    if body.spec is not None:  # measurements were checked above: a refused request registers nothing
+        state.catalogue.register(body.spec)
+    if rows:
+        state.add_measurements(task, rows)
+    return _public(state, state.catalogue.resolve(device_id), _counts(state))

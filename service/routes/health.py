@@ -18,4 +18,4 @@ def readyz(state: StateDep, response: Response) -> dict:
     if not state.ready:
         response.status_code = 503
     missing = sorted({t.name for t in all_tasks()} - set(state.champions))
-    return {"ready": state.ready, "loaded": sorted(state.champions), "missing": missing}
+    return {"ready": state.ready, "status": state.status, "loaded": sorted(state.champions), "missing": missing}

@@ -53,10 +53,21 @@ def test_shots_adapt_a_device_that_runs_slower_than_its_spec(fitted, catalogue):
         return np.median(np.abs(pred - Y["runtime_ms"].iloc[rest].to_numpy()) / Y["runtime_ms"].iloc[rest].to_numpy())
 
     before = median_ape(predictor)
-    predictor.adapt(features.take(shots), Y.iloc[shots].reset_index(drop=True))
-    after = median_ape(predictor)
-    assert after < before / 2
-    assert not any("has no measurements" in r for r in predictor.predict(features.take(rest)).reasons[0])
+    adapted = predictor.adapted(features.take(shots), Y.iloc[shots].reset_index(drop=True))
+    assert median_ape(adapted) < before / 2
+    assert median_ape(predictor) == before  # the original is untouched (requests in flight keep it)
+    assert not any("has no measurements" in r for r in adapted.predict(features.take(rest)).reasons[0])
+
+
+def test_measurements_of_a_target_the_model_lacks_are_ignored(catalogue):
+    rows = synthetic_gemm(120, seed=7, catalogue=catalogue)
+    features = TASK.featurize(rows, catalogue)
+    runtime_only = rows[list(TASK.targets)].assign(power_w=np.nan, energy_j=np.nan)
+    predictor = Predictor("gemm", "roofline").fit(features, runtime_only, TASK.group_values(features.meta, "shape"))
+    shots = synthetic_gemm(10, seed=8, devices=("NV_P100",), catalogue=catalogue)
+    adapted = predictor.adapted(TASK.featurize(shots, catalogue), shots[list(TASK.targets)])
+    estimates = adapted.predict(TASK.featurize(shots, catalogue))
+    assert list(estimates.value.columns) == ["runtime_ms"] and adapted.targets == ["runtime_ms"]
 
 
 def test_save_and_load_round_trip(fitted, catalogue, tmp_path):

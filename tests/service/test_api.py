@@ -116,7 +116,18 @@ def test_bad_registrations_are_refused_clearly(client):
     shipped = client.post("/v1/devices", json={"spec": {"id": "nvidia-tesla-p100-pcie-16gb", "name": "x", "kind": "gpu",
                                                         "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}}})
     assert shipped.status_code == 409
+    takeover = client.post("/v1/devices", json={"spec": {"id": "mine", "name": "x", "kind": "gpu", "aliases": ["NV_P100"],
+                                                         "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}}})
+    assert takeover.status_code == 409 and "NV_P100" in takeover.json()["detail"]
     assert client.post("/v1/devices", json={}).status_code == 422
+    for value in ("1e400", "true", "-1"):  # 1e400 is valid JSON that parses to infinity
+        body = '{"device": "p100", "measurements": [{"m": 8, "n": 8, "k": 8, "runtime_ms": %s}]}' % value
+        response = client.post("/v1/devices", content=body, headers={"content-type": "application/json"})
+        assert response.status_code == 422, value
+    refused = client.post("/v1/devices", json={"spec": {"id": "half-done", "name": "Half", "kind": "gpu",
+                                                        "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}},
+                                               "measurements": [{"m": 0, "n": 8, "k": 8, "runtime_ms": 1}]})
+    assert refused.status_code == 422 and client.get("/v1/devices/half-done").status_code == 404
 
 
 def test_metrics_endpoint_counts_requests(client):
