@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test bench clean
+.PHONY: serve test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

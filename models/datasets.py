@@ -21,10 +21,13 @@ class TaskData:
     checksums: dict[str, str]  # source -> sha256 of its file
 
 
-def load_source(source: str, path: Path, settings: Settings, catalogue: Catalogue) -> tuple[pd.DataFrame, str]:
-    """Load one file, record it in the table store, register devices that travel with it."""
+def load_source(source: str, path: Path, settings: Settings, catalogue: Catalogue,
+                store: bool = True) -> tuple[pd.DataFrame, str]:
+    """Load one file, record it in the table store (unless ``store`` is off, as for evaluation
+    splits), and register the devices that travel with it."""
     loaded = sources.load(source, path)
-    TableStore(settings.tables_dir).put(loaded, path)
+    if store:
+        TableStore(settings.tables_dir).put(loaded, path)
     for spec in loaded.extra_devices:
         catalogue.register(DeviceSpec.model_validate(spec))
     return loaded.rows, loaded.sha256

@@ -35,11 +35,14 @@ class Envelope:
         values = X.to_numpy(dtype=float, na_value=np.nan)
         with np.errstate(invalid="ignore"):
             outside = (values < low - slack) | (values > high + slack)  # NaN bounds or values compare False
+        never_seen = np.isnan(low) & ~np.isnan(values)  # e.g. a kernel configuration, when training had none
+        outside |= never_seen
         names = list(X.columns)
         ranges = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(low, high)]
         rows, cols = np.nonzero(outside)
         for i, j, value in zip(rows.tolist(), cols.tolist(), values[rows, cols].tolist()):
-            out[i].append(f"{names[j]}={value:.3g} outside the training range {ranges[j]}")
+            where = "never present in the training data" if never_seen[i, j] else f"outside the training range {ranges[j]}"
+            out[i].append(f"{names[j]}={value:.3g} {where}")
         return out
 
     def state(self) -> dict:

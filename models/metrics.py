@@ -14,8 +14,9 @@ def regression(y: np.ndarray, pred: np.ndarray, low: np.ndarray | None = None, h
         "mape": float(ape.mean()),
         "median_ape": float(np.median(ape)),
         "mae": float(np.abs(pred - y).mean()),
-        "r2": float(1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300)),
     }
+    if len(y) > 1 and np.ptp(y) > 0:
+        out["r2"] = float(1 - ((y - pred) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     if len(y) > 2 and np.ptp(y) > 0 and np.ptp(pred) > 0:
         out["spearman"] = float(stats.spearmanr(y, pred).statistic)
         out["kendall"] = float(stats.kendalltau(y, pred).statistic)

@@ -56,7 +56,9 @@ class Estimates:
         out = []
         for i, reasons in enumerate(self.reasons):
             record = {t: {"value": _none(v[i]), "low": _none(lo[i]), "high": _none(hi[i])} for t, (v, lo, hi) in bounds.items()}
-            out.append(record | {"ood": bool(reasons), "warnings": reasons})
+            missing = [f"no {t} estimate: the input lacks the scale it is predicted relative to (e.g. the device's tdp_w)"
+                       for t, estimate in record.items() if estimate["value"] is None]
+            out.append(record | {"ood": bool(reasons), "warnings": reasons + missing})
         return out
 
 

@@ -130,9 +130,9 @@ def load_champion(settings: Settings, task: str) -> tuple[Predictor, ModelInfo]:
         version = mlflow_client.get_model_version_by_alias(model_name(task), CHAMPION)
     except MlflowException as exc:
         raise NotTrained(task) from exc
-    local = mlflow_client.download_artifacts(version.run_id, "predictor", tempfile.mkdtemp(prefix="preflight-"))
     info = ModelInfo(model_name(task), str(version.version), version.run_id, version.tags.get("family", ""))
-    return Predictor.load(Path(local)), info
+    with tempfile.TemporaryDirectory(prefix="preflight-") as tmp:  # the predictor is read into memory
+        return Predictor.load(Path(mlflow_client.download_artifacts(version.run_id, "predictor", tmp))), info
 
 
 def champion_summary(settings: Settings, task: str) -> dict | None:

@@ -30,8 +30,9 @@ class TrainResult:
     report: dict
 
 
-def data_checksum(checksums: dict[str, str], max_rows: int | None) -> str:
-    payload = json.dumps({"sources": checksums, "max_rows_per_source": max_rows}, sort_keys=True)
+def data_checksum(checksums: dict[str, str], max_rows: int | None, seed: int) -> str:
+    """Identifies the training data: source files, and how (with which seed) they were sampled."""
+    payload = json.dumps({"sources": checksums, "max_rows_per_source": max_rows, "seed": seed}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -88,7 +89,7 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     outcome = Outcome(Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y))
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)
-    sha = data_checksum(data.checksums, task.max_rows_per_source)
+    sha = data_checksum(data.checksums, task.max_rows_per_source, seed)
     figures = outcome_figures(outcome, {task.group_key: groups, "device": features.meta["device_id"]})
     run_id = tracking.log_run(
         settings, task, params={"family": family, "seed": seed, "sources": ",".join(paths), "split": split,

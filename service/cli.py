@@ -97,21 +97,39 @@ def evaluate(task: str, source: Annotated[str, typer.Option(help="the source who
     try:
         spec = get_task(task)
         family = family or spec.default_family
-        if (train is None) != (test is None):
-            raise typer.BadParameter("--train and --test go together")
+        _check_evaluate_options(train, test, path, train_size, shots)
+        group = split or spec.group_key
         if train is not None:
-            train_rows = load_source(source, train, settings, catalogue)[0]
-            test_rows = load_source(source, test, settings, catalogue)[0]
-            outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, split or "device", seed, shots, coverage)
+            train_rows = load_source(source, train, settings, catalogue, store=False)[0]
+            test_rows = load_source(source, test, settings, catalogue, store=False)[0]
+            outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage)
             result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
         else:
-            rows = load_source(source, _source_paths(spec, settings, source, path)[source], settings, catalogue)[0]
-            group = split or spec.group_key
+            found = _source_paths(spec, settings, source, path)[source]
+            rows = load_source(source, found, settings, catalogue, store=False)[0]
             outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
-            result = ev.report(spec, family, source, group, outcome, by_group=group == "device")
-    except (PreflightError, ValueError) as exc:
+            result = ev.report(spec, family, source, group, outcome)
+    except (PreflightError, ValueError, typer.BadParameter) as exc:
         _fail(exc)
-    typer.echo(json.dumps(result, indent=None if json_out else 2))
+    typer.echo(json.dumps(_finite(result), indent=None if json_out else 2, allow_nan=False))
+
+
+def _check_evaluate_options(train, test, path, train_size, shots) -> None:
+    if (train is None) != (test is None):
+        raise typer.BadParameter("--train and --test go together")
+    if train is not None and (path is not None or train_size is not None):
+        raise typer.BadParameter("--path and --train-size belong to grouped CV, not to --train/--test")
+    if train is None and shots:
+        raise typer.BadParameter("--shots needs --train and --test (the test file's devices are the new ones)")
+
+
+def _finite(value):
+    """The report with infinities and NaN as null, so stdout is strict JSON."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
 
 
 @app.command()

@@ -10,12 +10,6 @@ from preflight.models.task import Task
 MAX_ITEMS = 10_000
 
 
-class Estimate(BaseModel):
-    value: float | None
-    low: float | None
-    high: float | None
-
-
 class ModelInfoPublic(BaseModel):
     name: str
     version: str
@@ -26,7 +20,7 @@ class ModelInfoPublic(BaseModel):
 class PredictResponse(BaseModel):
     task: str
     model: ModelInfoPublic
-    predictions: list[dict[str, Any]] = Field(description="per item: {target: Estimate}, ood, warnings")
+    predictions: list[dict[str, Any]] = Field(description="per item: {target: {value, low, high}}, ood, warnings")
 
 
 def predict_request(task: Task) -> type[BaseModel]:

@@ -18,8 +18,9 @@ POWER_NOT_READ = "[N/A]"
 def load(path: Path) -> Loaded:
     raw = read_csv(path, REQUIRED, "gpperf")
     layout = raw["layout"].astype(str).str.lower()
-    power_text = raw["power_w"].astype(str).str.strip()
-    power = pd.to_numeric(power_text.where(power_text != POWER_NOT_READ), errors="coerce")
+    power_text = raw["power_w"].astype(str).str.strip().fillna("")  # pandas 3 keeps empty cells as NaN
+    unread = power_text.isin([POWER_NOT_READ, ""])
+    power = pd.to_numeric(power_text.where(~unread), errors="coerce")
     rows = gemm_frame(
         m=raw["m"], n=raw["n"], k=raw["k"], dtype=pd.Series(["fp32"] * len(raw)),
         math_dtype=pd.Series(["fp32"] * len(raw)),
@@ -30,6 +31,6 @@ def load(path: Path) -> Loaded:
     )
     checks = RowChecks(len(raw))
     checks.reject(~layout.isin(["nn", "nt", "tn", "tt"]), "layout not one of nn/nt/tn/tt")
-    checks.reject(power.isna() & (power_text != POWER_NOT_READ), "power_w not a number")
+    checks.reject(power.isna() & ~unread, "power_w not a number")
     check_gemm(rows, checks)
     return checks.finish("gpperf", rows, file_sha256(path), path)

@@ -14,7 +14,7 @@ def test_leave_one_device_out_reports_each_device_and_the_baseline(catalogue):
     per_device = report["metrics"]["runtime_ms"]
     assert len(per_device) == 5 and "mean" in per_device
     assert report["n_test"] == 240 and report["baseline"]["name"] == "roofline"
-    assert 0 <= per_device["mean"]["coverage"] <= 1
+    assert per_device["mean"]["coverage"] >= 0.7  # nominal 0.9, four held-out devices
     assert per_device["mean"]["median_ape"] < report["baseline"]["metrics"]["runtime_ms"]["mean"]["median_ape"]
 
 

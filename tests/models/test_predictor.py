@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from preflight.data.catalogue import Catalogue
 from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
 from tests.conftest import synthetic_gemm
@@ -89,3 +90,16 @@ def test_devices_known_only_by_spec_sheet_get_device_held_out_intervals(fitted, 
     ratio = (estimates.high["runtime_ms"] / estimates.value["runtime_ms"]).to_numpy()
     assert ratio[0] == pytest.approx(np.exp(predictor.calibrator("runtime_ms", "seen", "plain").quantile(0.9)))
     assert ratio[1] == pytest.approx(np.exp(predictor.calibrator("runtime_ms", "unseen", "plain").quantile(0.9)))
+
+
+def test_missing_estimates_and_unseen_inputs_are_explained(fitted, catalogue):
+    predictor, _, _ = fitted
+    rows = pd.DataFrame({"m": [512], "n": 512, "k": 512, "dtype": "fp32", "trans_a": False, "trans_b": False,
+                         "device": ["NV_P100"], "block_m": [128], "block_n": [128]})
+    spec = catalogue.resolve("NV_P100").model_copy(update={"id": "p100-no-tdp", "name": "P100 without TDP",
+                                                           "aliases": [], "tdp_w": None})
+    no_tdp = Catalogue([*catalogue, spec])
+    estimates = predictor.predict(TASK.featurize(rows.assign(device="p100-no-tdp"), no_tdp))
+    record = estimates.records()[0]
+    assert record["power_w"]["value"] is None and any(w.startswith("no power_w estimate") for w in record["warnings"])
+    assert any(w.startswith("kernel_block_m=128 never present") for w in record["warnings"])

@@ -26,6 +26,19 @@ def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
         assert response.status_code == 503 and "preflight train gemm" in response.json()["detail"]
 
 
+def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path):
+    import time
+
+    with TestClient(create_app(Settings(home=tmp_path / "fresh"), bootstrap=True)) as client:
+        assert client.get("/healthz").status_code == 200
+        deadline = time.monotonic() + 180
+        while (ready := client.get("/readyz")).status_code == 503 and time.monotonic() < deadline:
+            assert not ready.json()["status"].startswith("failed"), ready.json()
+            time.sleep(0.5)
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        assert client.post("/v1/gemm/predict", json={"items": [ITEM]}).status_code == 200
+
+
 def test_tasks_list_schema_targets_and_champion(client):
     (gemm,) = client.get("/v1/tasks").json()
     assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == "ms"
