@@ -45,7 +45,8 @@ class TableStore:
         """Store a loaded source and record its checksum and rejected-row counts."""
         self.root.mkdir(parents=True, exist_ok=True)
         table = self.root / f"{loaded.source}.parquet"
-        tmp = table.with_suffix(".parquet.tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{table.name}.")
+        os.close(fd)
         loaded.rows.to_parquet(tmp, index=False)
         os.replace(tmp, table)
         entry = {

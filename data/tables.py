@@ -38,7 +38,7 @@ def file_sha256(path: Path) -> str:
 
 
 def read_csv(path: Path, required: list[str], source: str) -> pd.DataFrame:
-    """Read a published CSV as strings-where-needed, refusing a file that lacks required columns."""
+    """Read a published CSV, refusing a missing or unreadable file and one that lacks required columns."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{source}: no file at {path}")

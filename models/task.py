@@ -40,6 +40,13 @@ class Task:
     def primary_target(self) -> str:
         return next(iter(self.targets))
 
+    def family(self, name: str | None) -> str:
+        """The named family (or the default), refused unless this task supports it."""
+        name = name or self.default_family
+        if name not in self.families:
+            raise ValueError(f"task {self.name!r} has no family {name!r}; its families: {', '.join(self.families)}")
+        return name
+
     def items_to_rows(self, items: list[BaseModel]) -> pd.DataFrame:
         """API/CLI items as a canonical table; nested models (a kernel configuration) become columns."""
         nested = _nested_model_fields(self.item)

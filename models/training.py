@@ -78,7 +78,7 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     The reported n_train is every row: the metrics come from the calibration folds, each trained on
     the other folds' groups.
     """
-    family = family or task.default_family
+    family = task.family(family)
     paths = paths or available_sources(task, settings)
     data = task_data(task, settings, catalogue, paths, task.max_rows_per_source, seed)
     features, Y = task.featurize(data.rows, catalogue), evaluate.target_frame(task, data.rows)

@@ -96,7 +96,7 @@ def evaluate(task: str, source: Annotated[str, typer.Option(help="the source who
     settings, catalogue = _setup()
     try:
         spec = get_task(task)
-        family = family or spec.default_family
+        family = spec.family(family)
         _check_evaluate_options(train, test, path, train_size, shots)
         group = split or spec.group_key
         if train is not None:

@@ -37,3 +37,8 @@ def test_champion_gate(settings):
 def test_loading_a_missing_champion_says_how_to_train(settings):
     with pytest.raises(NotTrained, match="preflight train gemm"):
         tracking.load_champion(settings, "gemm")
+
+
+def test_a_family_the_task_does_not_list_is_refused(settings, catalogue):
+    with pytest.raises(ValueError, match="its families: tree, roofline"):
+        train(TASK, settings, catalogue, family="crystal-ball", paths={"local-gemm": local_gemm.SHIPPED})
