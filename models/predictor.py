@@ -1,8 +1,9 @@
 """A trained predictor: a family plus conformal calibration, an OOD envelope and few-shot offsets.
 
 Calibration is cross-conformal: grouped out-of-fold predictions on the training data give the
-conformity scores, then the family is fitted on every row. Groups follow the task's split, so the
-interval reflects the error on what a user brings new (a new shape, a new device).
+conformity scores, then the family is fitted on every row. Groups follow the task's split for
+devices seen in training, and leave one device out for a device known only by its spec sheet, so
+the interval reflects the error on what a user brings new; see ``Predictor.fit``.
 
 Few-shot: the predictor keeps its training data; ``adapted`` returns a copy in which measurements of
 a device are added to it with a high weight and the family is refitted, then what error remains on
