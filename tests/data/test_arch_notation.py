@@ -1,10 +1,9 @@
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from preflight.features import arch
+from preflight.data import arch
 from tests.conftest import shared_file
 
 NB201 = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|none~1|nor_conv_1x1~2|"
@@ -85,23 +84,6 @@ def test_nas_bench_graph_malformed(link, ops, message):
         arch.from_nas_bench_graph(link, ops)
 
 
-def test_flat_encoding_has_one_width_across_spaces():
-    graphs = [arch.from_nb201(NB201), arch.from_fbnet(FBNET), arch.from_nas_bench_graph("0-0-0-0", ["gat"] * 4)]
-    table = arch.flat(graphs)
-    assert len(table) == 3 and not table.isna().any().any()
-    assert table.loc[0, "count_conv"] == 3 and table.loc[1, "count_mbconv"] == 17 and table.loc[2, "count_gat"] == 4
-    assert table.loc[1, "space"] == arch.SPACES.index("fbnet")
-
-
-def test_pyg_graph_matches_the_op_graph():
-    graph = arch.from_nb201(NB201)
-    data = arch.to_pyg(graph)
-    assert tuple(data.x.shape) == (8, arch.NODE_FEATURES) and tuple(data.edge_index.shape) == (2, len(graph.edges))
-    assert data.x[:, : len(arch.OPS)].sum(dim=1).eq(1).all()  # exactly one op per node
-    lone = arch.OpGraph("nb101", (arch.Node("input"),), ())
-    assert tuple(arch.to_pyg(lone).edge_index.shape) == (2, 0)  # no edges: an empty index, not an error
-
-
 @pytest.mark.integration
 def test_every_published_architecture_parses():
     nb201 = pd.read_csv(shared_file("nas/nb201_index_to_arch_str.csv"))["arch_str"]
@@ -113,4 +95,3 @@ def test_every_published_architecture_parses():
     assert all(arch.from_nb101(json.loads(a), json.loads(o)).nodes[0].op == "input" for a, o in zip(ec["adjacency"], ec["ops"]))
     ops = graph[["op1", "op2", "op3", "op4"]].to_numpy()
     assert all(arch.from_nas_bench_graph(link, list(row)) for link, row in zip(graph["link"], ops))
-    assert np.isfinite(arch.flat([arch.from_nb201(s) for s in nb201[:500]]).to_numpy()).all()
