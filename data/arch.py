@@ -11,8 +11,9 @@ across spaces. Parsers raise ``ValueError`` saying what was wrong with the notat
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,3 +142,39 @@ def from_nas_bench_graph(link: str | Sequence[int], ops: Sequence[str]) -> OpGra
     read = set(sources)
     edges += [(i, len(nodes) - 1) for i in range(1, len(ops) + 1) if i not in read]
     return OpGraph("nasbench-graph", nodes, tuple(sorted(edges)))
+
+
+def parse(space: str, arch: str) -> OpGraph:
+    """An architecture from its space's native notation as stored in canonical tables.
+
+    ``nb201``: the ``arch_str``; ``fbnet``: the ``op_str_list``; ``nb101``: JSON
+    ``{"adjacency": [[...]], "ops": [...]}``; ``nasbench-graph``: JSON ``{"link": "0-0-1-3", "ops": [...]}``.
+    """
+    if space == "nb201":
+        return from_nb201(arch)
+    if space == "fbnet":
+        return from_fbnet(arch)
+    if space in ("nb101", "nasbench-graph"):
+        try:
+            spec = json.loads(arch)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{space} architecture must be a JSON object: {exc}") from exc
+        if space == "nb101":
+            return from_nb101(spec["adjacency"], spec["ops"])
+        return from_nas_bench_graph(spec["link"], spec["ops"])
+    raise ValueError(f"unknown search space {space!r}; known: {', '.join(SPACES)}")
+
+
+def valid(space: str, arches: Iterable[str]) -> list[bool]:
+    """Whether each architecture parses (each distinct notation is parsed once)."""
+    verdict: dict[str, bool] = {}
+    out = []
+    for text in arches:
+        if text not in verdict:
+            try:
+                parse(space, text)
+                verdict[text] = True
+            except (ValueError, KeyError, TypeError):
+                verdict[text] = False
+        out.append(verdict[text])
+    return out
