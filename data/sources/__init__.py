@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from preflight.data.errors import DataError
-from preflight.data.sources import deepbench, ec_nas, gpperf, help, hw_nas_bench_360, local_gemm, nas_bench_graph, uci_sgemm
+from preflight.data.sources import deepbench, ec_nas, gpperf, help_latency, hw_nas_bench_360, local_gemm, nas_bench_graph, uci_sgemm
 from preflight.data.tables import Loaded
 
 #: source name -> (loader, file name under PREFLIGHT_DATASETS or None for files shipped with preflight)
@@ -18,8 +18,8 @@ LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | None]] = {
     "deepbench": (deepbench.load, "gemm/deepbench_gemm.csv"),
     "uci-sgemm": (uci_sgemm.load, "gemm/uci_sgemm_gtx680.csv"),
     "local-gemm": (local_gemm.load, None),
-    "help-nb201": (help.load_nb201, "nas/help_nb201_latency.csv"),
-    "help-fbnet": (help.load_fbnet, "nas/help_fbnet_latency.csv"),
+    "help-nb201": (help_latency.load_nb201, "nas/help_nb201_latency.csv"),
+    "help-fbnet": (help_latency.load_fbnet, "nas/help_fbnet_latency.csv"),
     "hw-nas-bench-360": (hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
     "nas-bench-graph": (nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
     "ec-nas": (ec_nas.load, "nas/ec_nas_bench_energy.csv"),
