@@ -188,21 +188,20 @@ class Predictor:
         value = self.family_.predict(features.X, features.reference)
         value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
-        devices = features.meta["device_id"].astype(str).to_numpy()
+        devices, strata = features.meta["device_id"].astype(str).to_numpy(), _strata(features.meta)
         for target in value.columns:
             offsets = np.array([self.shots_.get(d, {}).get(target, {}).get("offset", 0.0) for d in devices])
             value[target] = value[target].to_numpy() * np.exp(offsets)
-            low[target], high[target] = self._interval(target, value[target].to_numpy(), features.meta, coverage)
+            low[target], high[target] = self._interval(target, value[target].to_numpy(), devices, strata, coverage)
         reasons = self.envelope_.reasons(features.X, features.meta)
         for i, device in enumerate(devices):
             if device in self.shots_:  # measured by the user: no longer unseen
                 reasons[i] = [r for r in reasons[i] if not r.startswith(f"device_id={device} ")]
         return Estimates(value, low, high, reasons)
 
-    def _interval(self, target: str, value: np.ndarray, meta: pd.DataFrame, coverage: float) -> tuple[np.ndarray, np.ndarray]:
-        devices = meta["device_id"].astype(str).to_numpy()
+    def _interval(self, target: str, value: np.ndarray, devices: np.ndarray, strata: np.ndarray,
+                  coverage: float) -> tuple[np.ndarray, np.ndarray]:
         side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
-        strata = _strata(meta)
         low, high = np.empty_like(value), np.empty_like(value)
         for key in set(zip(side, strata)):
             rows = (side == key[0]) & (strata == key[1])

@@ -35,7 +35,7 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(1)
 
 
-def _source_paths(task, settings, source: str | None, path: Path | None) -> dict[str, Path] | None:
+def _source_paths(settings, source: str | None, path: Path | None) -> dict[str, Path] | None:
     from preflight.data import sources
 
     if source is None:
@@ -69,7 +69,7 @@ def train(task: str, family: Optional[str] = None, source: Optional[str] = None,
     settings, catalogue = _setup()
     try:
         spec = get_task(task)
-        result = train_task(spec, settings, catalogue, family=family, paths=_source_paths(spec, settings, source, path),
+        result = train_task(spec, settings, catalogue, family=family, paths=_source_paths(settings, source, path),
                             promote=promote, seed=seed)
     except (PreflightError, ValueError) as exc:
         _fail(exc)
@@ -105,7 +105,7 @@ def evaluate(task: str, source: Annotated[str, typer.Option(help="the source who
             outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage)
             result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
         else:
-            found = _source_paths(spec, settings, source, path)[source]
+            found = _source_paths(settings, source, path)[source]
             rows = load_source(source, found, settings, catalogue, store=False)[0]
             outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
             result = ev.report(spec, family, source, group, outcome)

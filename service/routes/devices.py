@@ -19,20 +19,20 @@ def _counts(state) -> dict[str, Counter]:
     return {task: Counter(row["device_id"] for row in rows) for task, rows in state.measurements().items()}
 
 
-def _public(state, spec: DeviceSpec, counts: dict[str, Counter]) -> DevicePublic:
+def _public(spec: DeviceSpec, counts: dict[str, Counter]) -> DevicePublic:
     return DevicePublic(spec=spec, measurements={t: c[spec.id] for t, c in counts.items() if c[spec.id]})
 
 
 @router.get("/v1/devices", response_model=list[DevicePublic])
 def list_devices(state: StateDep) -> list[DevicePublic]:
     counts = _counts(state)
-    return [_public(state, spec, counts) for spec in state.catalogue]
+    return [_public(spec, counts) for spec in state.catalogue]
 
 
 @router.get("/v1/devices/{name}", response_model=DevicePublic)
 def get_device(name: str, state: StateDep) -> DevicePublic:
     """Any name the catalogue resolves (``p100``, ``Tesla V100-SXM2-16GB``, an lscpu model name)."""
-    return _public(state, state.catalogue.resolve(name), _counts(state))
+    return _public(state.catalogue.resolve(name), _counts(state))
 
 
 def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> list[dict]:
@@ -74,4 +74,4 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
         state.catalogue.register(body.spec)
     if rows:
         state.add_measurements(task, rows)
-    return _public(state, state.catalogue.resolve(device_id), _counts(state))
+    return _public(state.catalogue.resolve(device_id), _counts(state))
