@@ -1,8 +1,10 @@
-"""Split-conformal intervals with a relative score, for positive targets.
+"""Split-conformal intervals on a target's own scale.
 
-The score of a calibration point is ``|log y - log ŷ|``; an interval at coverage ``c`` is
-``ŷ · exp(±q)`` with ``q`` the ``⌈(n+1)c⌉``-th smallest score. Scores are kept sorted, so any
-coverage can be asked for at prediction time.
+The conformity score of a calibration point is ``|r|`` with ``r`` the residual on the target's
+scale (``targets.residual``): ``log y - log ŷ`` for positive targets, whose intervals are then
+relative (``ŷ · exp(±q)``), and ``y - ŷ`` for absolute targets (``ŷ ± q``). ``q`` is the
+``⌈(n+1)c⌉``-th smallest score for coverage ``c``. Scores are kept sorted, so any coverage can be
+asked for at prediction time.
 """
 
 from __future__ import annotations
@@ -11,32 +13,34 @@ import math
 
 import numpy as np
 
+from preflight.models.families import targets
+
 
 class NotConformalized(RuntimeError):
     """`interval` was called before `conformalize`."""
 
 
-class RelativeConformal:
+class Conformal:
     """Staged like MAPIE's SplitConformalRegressor: conformalize, then ask for intervals."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: str) -> None:
+        self.target = target
         self.scores_: np.ndarray | None = None
 
-    @staticmethod
-    def score(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+    def score(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
-        if np.any(y_true <= 0) or np.any(y_pred <= 0):
-            raise ValueError("the relative score needs y_true > 0 and y_pred > 0")
-        return np.abs(np.log(y_true) - np.log(y_pred))
+        if not targets.is_absolute(self.target) and (np.any(y_true <= 0) or np.any(y_pred <= 0)):
+            raise ValueError(f"the relative score of {self.target!r} needs y_true > 0 and y_pred > 0")
+        return np.abs(targets.residual(self.target, y_true, y_pred))
 
-    def conformalize(self, y_true: np.ndarray, y_pred: np.ndarray) -> "RelativeConformal":
+    def conformalize(self, y_true: np.ndarray, y_pred: np.ndarray) -> "Conformal":
         self.scores_ = np.sort(self.score(y_true, y_pred))
         return self
 
     @classmethod
-    def from_scores(cls, scores) -> "RelativeConformal":
+    def from_scores(cls, target: str, scores) -> "Conformal":
         """A calibrator from conformity scores computed elsewhere (saved state, few-shot residuals)."""
-        calibrator = cls()
+        calibrator = cls(target)
         calibrator.scores_ = np.sort(np.asarray(scores, dtype=float))
         return calibrator
 
@@ -53,4 +57,6 @@ class RelativeConformal:
     def interval(self, y_pred: np.ndarray, coverage: float) -> tuple[np.ndarray, np.ndarray]:
         q = self.quantile(coverage)
         y_pred = np.asarray(y_pred, float)
+        if targets.is_absolute(self.target):
+            return y_pred - q, y_pred + q
         return y_pred * math.exp(-q) if math.isfinite(q) else np.zeros_like(y_pred), y_pred * math.exp(q)

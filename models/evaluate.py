@@ -1,6 +1,6 @@
 """Honest evaluation: grouped cross-validation, explicit train/test files, and few-shot devices.
 
-Every result carries the ``roofline`` baseline, evaluated on the same folds.
+Every result carries the task's baseline family (``roofline`` for GEMM), evaluated on the same folds.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
 from preflight.models import metrics
+from preflight.models.families import targets
+from preflight.models.families.targets import present
 from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.task import Task
-
-BASELINE = "roofline"
-
 
 @dataclass
 class Outcome:
@@ -34,7 +33,7 @@ class Outcome:
 
 def _fit(task: Task, family: str, features: Features, Y: pd.DataFrame, group: str, seed: int,
          params: dict | None = None) -> Predictor:
-    predictor = Predictor(task.name, family, seed=seed, params=params if family != BASELINE else None)
+    predictor = Predictor(task.name, family, seed=seed, params=params if family != task.baseline else None)
     return predictor.fit(features, Y, task.group_values(features.meta, group))
 
 
@@ -71,7 +70,7 @@ def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family:
     model_parts, baseline_parts, order = [], [], []
     splits = _splits(groups, seed, train_size)
     for train, test in splits:
-        for name, parts in ((family, model_parts), (BASELINE, baseline_parts)):
+        for name, parts in ((family, model_parts), (task.baseline, baseline_parts)):
             predictor = _fit(task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed, params)
             parts.append(predictor.predict(features.take(test), coverage))
         order.append(test)
@@ -88,7 +87,7 @@ def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, ca
     shot_rows = _shot_rows(test_f.meta["device_id"], shots, seed)
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
     estimates = []
-    for name in (family, BASELINE):
+    for name in (family, task.baseline):
         predictor = _fit(task, name, train_f, train_y, group, seed, params)
         if shots:
             predictor = predictor.adapted(test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True))
@@ -110,7 +109,7 @@ def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = Fals
     """Metrics per target; with ``by_group``, keyed by group (device) with a ``mean`` entry."""
     out = {}
     for target in estimates.value.columns:
-        ok = (outcome.y[target].notna() & (outcome.y[target] > 0) & estimates.value[target].notna()).to_numpy()
+        ok = present(target, outcome.y[target]) & estimates.value[target].notna().to_numpy()
         if not ok.any():
             continue
         if not by_group:
@@ -126,7 +125,8 @@ def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = Fals
 
 def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray) -> dict:
     return metrics.regression(outcome.y[target][rows], estimates.value[target][rows],
-                              estimates.low[target][rows], estimates.high[target][rows])
+                              estimates.low[target][rows], estimates.high[target][rows],
+                              relative=not targets.is_absolute(target))
 
 
 def report(task: Task, family: str, source: str, split: str, outcome: Outcome, by_group: bool = False) -> dict:
@@ -135,5 +135,5 @@ def report(task: Task, family: str, source: str, split: str, outcome: Outcome, b
         "task": task.name, "family": family, "source": source, "split": split,
         "n_train": outcome.n_train, "n_test": len(outcome.y),
         "metrics": target_metrics(outcome, outcome.model, by_group),
-        "baseline": {"name": BASELINE, "metrics": target_metrics(outcome, outcome.baseline, by_group)},
+        "baseline": {"name": task.baseline, "metrics": target_metrics(outcome, outcome.baseline, by_group)},
     }

@@ -5,8 +5,18 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+#: Metrics where a larger value is better (the rest are errors).
+HIGHER_IS_BETTER = frozenset({"r2", "spearman", "kendall", "auc", "accuracy"})
 
-def regression(y: np.ndarray, pred: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> dict:
+
+def higher_is_better(metric: str) -> bool:
+    return metric in HIGHER_IS_BETTER
+
+
+def regression(y: np.ndarray, pred: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None,
+               relative: bool = True) -> dict:
+    """Errors, rank correlations and interval coverage; ``interval_width`` is the median width,
+    relative to the estimate for positive targets (``relative``) and in the target's units otherwise."""
     y, pred = np.asarray(y, float), np.asarray(pred, float)
     ape = np.abs(pred - y) / np.abs(y) * 100
     out = {
@@ -23,5 +33,5 @@ def regression(y: np.ndarray, pred: np.ndarray, low: np.ndarray | None = None, h
     if low is not None and high is not None:
         low, high = np.asarray(low, float), np.asarray(high, float)
         out["coverage"] = float(((y >= low) & (y <= high)).mean())
-        out["interval_width"] = float(np.median((high - low) / pred))  # relative to the estimate
+        out["interval_width"] = float(np.median((high - low) / pred if relative else high - low))
     return out

@@ -23,9 +23,10 @@ import pandas as pd
 from sklearn.model_selection import GroupKFold
 
 from preflight.features import Features, concat
-from preflight.models.conformal import RelativeConformal
+from preflight.models.conformal import Conformal
 from preflight.models.envelope import Envelope
 from preflight.models.families import FAMILIES, make_family
+from preflight.models.families import targets
 from preflight.models.families.targets import present
 
 CALIBRATION_FOLDS = 4
@@ -100,7 +101,7 @@ class Predictor:
             n_folds = devices.nunique() if devices.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
             unseen, _ = self._out_of_fold(features, Y, devices, n_folds)
             self.calibrators_ |= self._calibrate(features, Y, unseen, "unseen")
-        self.family_ = self.base_family_ = self._new_family().fit(features.X, Y, features.reference)
+        self.family_ = self.base_family_ = self._new_family().fit(features, Y)
         self.envelope_ = Envelope().fit(features.X, features.meta)
         self.train_ = (features, Y)  # kept for few-shot refits
         self.shot_data_: tuple[Features, pd.DataFrame] | None = None
@@ -114,28 +115,28 @@ class Predictor:
         fold_of = np.zeros(len(Y), dtype=int)
         for fold, (train, held) in enumerate(_folds(groups.reset_index(drop=True), n_folds)):
             fold_of[held] = fold
-            part = self._new_family().fit(features.X.iloc[train], Y.iloc[train], features.reference.iloc[train])
-            predicted = part.predict(features.X.iloc[held], features.reference.iloc[held])
+            part = self._new_family().fit(features.take(train), Y.iloc[train].reset_index(drop=True))
+            predicted = part.predict(features.take(held))
             oof.iloc[held, [oof.columns.get_loc(c) for c in predicted.columns]] = predicted.to_numpy()
         return oof, fold_of
 
     def _calibrate(self, features: Features, Y: pd.DataFrame, oof: pd.DataFrame, side: str) -> dict:
         """``{"<side>/<stratum>": {target: calibrator}}``, with ``"<side>/*"`` pooling every stratum."""
         strata = _strata(features.meta)
-        out: dict[str, dict[str, RelativeConformal]] = {}
+        out: dict[str, dict[str, Conformal]] = {}
         for target in Y.columns:
-            usable = present(Y[target]) & present(oof[target])
+            usable = present(target, Y[target]) & present(target, oof[target])
             if not usable.any():
                 continue
-            out.setdefault(f"{side}/*", {})[target] = RelativeConformal().conformalize(Y[target][usable], oof[target][usable])
+            out.setdefault(f"{side}/*", {})[target] = Conformal(target).conformalize(Y[target][usable], oof[target][usable])
             for stratum in np.unique(strata[usable]):
                 rows = usable & (strata == stratum)
                 if rows.sum() >= MIN_STRATUM_SCORES:
-                    calibrator = RelativeConformal().conformalize(Y[target][rows], oof[target][rows])
+                    calibrator = Conformal(target).conformalize(Y[target][rows], oof[target][rows])
                     out.setdefault(f"{side}/{stratum}", {})[target] = calibrator
         return out
 
-    def calibrator(self, target: str, side: str, stratum: str) -> RelativeConformal:
+    def calibrator(self, target: str, side: str, stratum: str) -> Conformal:
         """The most specific calibrator there are scores for."""
         for key in (f"{side}/{stratum}", f"{side}/*", f"seen/{stratum}", "seen/*"):
             if target in self.calibrators_.get(key, {}):
@@ -159,15 +160,15 @@ class Predictor:
         train_features, train_Y = self.train_
         both = concat([train_features, shot_features])
         weight = np.r_[np.ones(len(train_Y)), np.full(len(shot_Y), SHOT_WEIGHT)]
-        new.family_ = self._new_family().fit(both.X, pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True),
-                                             both.reference, sample_weight=weight)
-        refit = new.family_.predict(shot_features.X, shot_features.reference)
+        new.family_ = self._new_family().fit(both, pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True),
+                                             sample_weight=weight)
+        refit = new.family_.predict(shot_features)
         scores = self._zero_shot_scores(features, Y)
         new.shots_ = {}
         for device, rows in shot_features.meta.groupby("device_id").indices.items():
             per_target = {}
             for target in refit.columns.intersection(shot_Y.columns):
-                residual = _log_residual(shot_Y[target].iloc[rows], refit[target].iloc[rows])
+                residual = _residual(target, shot_Y[target].iloc[rows], refit[target].iloc[rows])
                 if len(residual):
                     per_target[target] = {"offset": float(np.median(residual)),
                                           "scores": scores.get(device, {}).get(target, self._scores_of(device, target))}
@@ -176,8 +177,8 @@ class Predictor:
 
     def _zero_shot_scores(self, features: Features, Y: pd.DataFrame) -> dict[str, dict[str, list]]:
         """Leave-one-out spread of each device's residuals under the model as trained: its interval scores."""
-        base = self.base_family_.predict(features.X, features.reference)
-        return {device: {t: _loo_scores(_log_residual(Y[t].iloc[rows], base[t].iloc[rows])).tolist()
+        base = self.base_family_.predict(features)
+        return {device: {t: _loo_scores(_residual(t, Y[t].iloc[rows], base[t].iloc[rows])).tolist()
                          for t in base.columns.intersection(Y.columns)}
                 for device, rows in features.meta.groupby("device_id").indices.items()}
 
@@ -185,13 +186,13 @@ class Predictor:
         return self.shots_.get(device, {}).get(target, {}).get("scores", [])
 
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:
-        value = self.family_.predict(features.X, features.reference)
+        value = self.family_.predict(features)
         value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
         devices, strata = features.meta["device_id"].astype(str).to_numpy(), _strata(features.meta)
         for target in value.columns:
             offsets = np.array([self.shots_.get(d, {}).get(target, {}).get("offset", 0.0) for d in devices])
-            value[target] = value[target].to_numpy() * np.exp(offsets)
+            value[target] = targets.shift(target, value[target].to_numpy(), offsets)
             low[target], high[target] = self._interval(target, value[target].to_numpy(), devices, strata, coverage)
         reasons = self.envelope_.reasons(features.X, features.meta)
         for i, device in enumerate(devices):
@@ -207,7 +208,7 @@ class Predictor:
             rows = (side == key[0]) & (strata == key[1])
             low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
         for device in set(devices) & set(self.shots_):
-            own = RelativeConformal.from_scores(self.shots_[device].get(target, {}).get("scores", []))
+            own = Conformal.from_scores(target, self.shots_[device].get(target, {}).get("scores", []))
             if np.isfinite(own.quantile(coverage)):
                 rows = devices == device
                 low[rows], high[rows] = own.interval(value[rows], coverage)
@@ -234,7 +235,7 @@ class Predictor:
         predictor.calibrators_ = {}
         with np.load(directory / "scores.npz") as scores:
             for i, (key, target) in enumerate(state["calibrators"]):
-                predictor.calibrators_.setdefault(key, {})[target] = RelativeConformal.from_scores(scores[f"arr_{i}"])
+                predictor.calibrators_.setdefault(key, {})[target] = Conformal.from_scores(target, scores[f"arr_{i}"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
         predictor.shot_data_, predictor.shots_ = None, {}
@@ -245,9 +246,9 @@ def _strata(meta: pd.DataFrame) -> np.ndarray:
     return meta["stratum"].astype(str).to_numpy() if "stratum" in meta else np.full(len(meta), "all")
 
 
-def _log_residual(y: pd.Series, predicted: pd.Series) -> np.ndarray:
-    ok = present(y) & present(predicted)
-    return np.log(y[ok].to_numpy(dtype=float)) - np.log(predicted[ok].to_numpy(dtype=float))
+def _residual(target: str, y: pd.Series, predicted: pd.Series) -> np.ndarray:
+    ok = present(target, y) & present(target, predicted)
+    return targets.residual(target, y[ok].to_numpy(dtype=float), predicted[ok].to_numpy(dtype=float))
 
 
 def _loo_scores(residual: np.ndarray) -> np.ndarray:

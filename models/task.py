@@ -19,8 +19,8 @@ class Task:
     """What a task predicts, from what, and how to split its data honestly.
 
     ``groups`` maps a split name (``shape``, ``device``...) to the ``Features.meta`` columns whose
-    values form a group; ``group_key`` is the default split. ``metric`` (lower is better) on the
-    first target decides promotions.
+    values form a group; ``group_key`` is the default split. ``metric`` on the first target decides
+    promotions (lower is better, except for rank correlations: ``spearman``, ``kendall``).
     """
 
     name: str
@@ -32,6 +32,8 @@ class Task:
     group_key: str
     families: tuple[str, ...]
     default_family: str
+    #: the simple family every evaluation reports beside the model
+    baseline: str
     metric: str = "mape"
     #: sources sampled down to this many rows when training the service's default model
     max_rows_per_source: int = 20_000

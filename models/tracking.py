@@ -15,6 +15,7 @@ from pathlib import Path
 
 from preflight.data.errors import NotTrained
 from preflight.data.settings import Settings
+from preflight.models.metrics import higher_is_better
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
 
@@ -98,13 +99,14 @@ def register(settings: Settings, task: Task, run_id: str, family: str, metric: f
     source = f"{mlflow_client.get_run(run_id).info.artifact_uri}/predictor"
     tags = {"family": family, "metric": task.metric, "metric_value": repr(metric), "data_sha": data_sha, "split": split}
     version = mlflow_client.create_model_version(name, source=source, run_id=run_id, tags=tags)
-    promoted, reason = _gate(mlflow_client, name, metric, data_sha, split, promote)
+    promoted, reason = _gate(mlflow_client, name, metric, higher_is_better(task.metric), data_sha, split, promote)
     if promoted:
         mlflow_client.set_registered_model_alias(name, CHAMPION, version.version)
     return Promotion(ModelInfo(name, str(version.version), run_id, family), promoted, reason)
 
 
-def _gate(mlflow_client, name: str, metric: float, data_sha: str, split: str, promote: bool) -> tuple[bool, str]:
+def _gate(mlflow_client, name: str, metric: float, higher_is_better: bool, data_sha: str, split: str,
+          promote: bool) -> tuple[bool, str]:
     from mlflow.exceptions import MlflowException
 
     if promote:
@@ -116,7 +118,7 @@ def _gate(mlflow_client, name: str, metric: float, data_sha: str, split: str, pr
     if champion.tags.get("data_sha") != data_sha or champion.tags.get("split") != split:
         return False, f"champion v{champion.version} was scored on other data or split; use --promote to replace it"
     old = float(champion.tags["metric_value"])
-    if metric <= old:
+    if (metric >= old) if higher_is_better else (metric <= old):
         return True, f"{metric:.4g} is no worse than champion v{champion.version}'s {old:.4g}"
     return False, f"{metric:.4g} is worse than champion v{champion.version}'s {old:.4g}"
 

@@ -15,7 +15,7 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models import evaluate, plots, tracking
 from preflight.models.datasets import available_sources, task_data
-from preflight.models.conformal import RelativeConformal
+from preflight.models.conformal import Conformal
 from preflight.models.evaluate import Outcome
 from preflight.models.families.targets import present
 from preflight.models.predictor import Estimates, Predictor
@@ -43,8 +43,8 @@ def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9)
     for fold in np.unique(predictor.oof_fold_):
         held = predictor.oof_fold_ == fold
         for target in value.columns:
-            others = ~held & present(Y[target]) & present(value[target])
-            calibrator = RelativeConformal().conformalize(Y[target][others], value[target][others])
+            others = ~held & present(target, Y[target]) & present(target, value[target])
+            calibrator = Conformal(target).conformalize(Y[target][others], value[target][others])
             low.loc[held, target], high.loc[held, target] = calibrator.interval(value[target][held].to_numpy(), coverage)
     return Estimates(value, low, high, [[] for _ in range(len(value))])
 
@@ -61,7 +61,7 @@ def outcome_figures(outcome: Outcome, groupings: dict[str, pd.Series]) -> dict:
     """Predicted vs measured, and error by each named grouping (shape, device...), per target."""
     figures = {}
     for target in outcome.model.value.columns:
-        ok = (outcome.y[target] > 0).to_numpy() & outcome.model.value[target].notna().to_numpy()
+        ok = present(target, outcome.y[target]) & outcome.model.value[target].notna().to_numpy()
         if ok.sum() < 2:
             continue
         y, pred = outcome.y[target][ok], outcome.model.value[target][ok]
@@ -85,7 +85,7 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     groups = task.group_values(features.meta, task.group_key)
     log.info("training %s/%s on %d rows from %s", task.name, family, len(data.rows), ", ".join(paths))
     predictor = Predictor(task.name, family, seed=seed).fit(features, Y, groups)
-    baseline = Predictor(task.name, evaluate.BASELINE, seed=seed).fit(features, Y, groups)
+    baseline = Predictor(task.name, task.baseline, seed=seed).fit(features, Y, groups)
     outcome = Outcome(Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y))
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from preflight.features import Features
 from preflight.models.families import targets
 
 
@@ -21,24 +22,25 @@ class RooflineFamily:
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = seed
 
-    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame,
-            sample_weight: np.ndarray | None = None) -> "RooflineFamily":
-        weight = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> "RooflineFamily":
+        reference = features.reference
+        weight = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         self.log_efficiency_: dict[str, float] = {}
         self.transforms_: dict[str, str] = {}
         for target in Y.columns:
-            rows = targets.present(Y[target])
+            rows = targets.present(target, Y[target])
             if not rows.any():
                 continue
-            transform = targets.choose("log_ratio", reference[target][rows])
+            transform = targets.choose(target, "log_ratio", reference[target][rows])
             self.transforms_[target] = transform
             z = targets.encode(Y[target][rows], reference[target][rows], transform)
             self.log_efficiency_[target] = _weighted_median(z, weight[rows])
         return self
 
-    def predict(self, X: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
-        out = {t: targets.decode(np.full(len(X), c), reference[t], self.transforms_[t]) for t, c in self.log_efficiency_.items()}
-        return pd.DataFrame(out, index=X.index)
+    def predict(self, features: Features) -> pd.DataFrame:
+        n, reference = len(features.reference), features.reference
+        out = {t: targets.decode(np.full(n, c), reference[t], self.transforms_[t]) for t, c in self.log_efficiency_.items()}
+        return pd.DataFrame(out, index=features.reference.index)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)

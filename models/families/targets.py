@@ -1,8 +1,12 @@
-"""Target transforms shared by families: log space, optionally relative to a reference scale.
+"""Target scales and transforms shared by families, calibration and metrics.
 
-``log_ratio`` learns ``log(y / reference)`` (for GEMM runtime, the efficiency against the device's
-roofline bound), which carries across devices; ``log`` learns ``log(y)``. A target whose reference
-is missing for some training rows falls back to ``log``.
+Most targets are positive quantities (times, power, energy, resources): they are learned in log
+space, optionally relative to a reference scale (``log_ratio``: for GEMM runtime, the efficiency
+against the device's roofline bound, which carries across devices), and their intervals are
+relative. A few targets live on a scale of their own that reaches zero or below (``accuracy``: a
+regression benchmark's score can be negative); they are learned as they are (``identity``) and
+their intervals are absolute. Target names are part of the public contract, so their scale is
+decided here, once, by name.
 """
 
 from __future__ import annotations
@@ -10,26 +14,55 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-TRANSFORMS = ("log_ratio", "log")
+#: Targets learned as they are, with absolute intervals; every other target is positive.
+ABSOLUTE = frozenset({"accuracy"})
+TRANSFORMS = ("log_ratio", "log", "identity")
 
 
-def choose(transform: str, reference: pd.Series) -> str:
+def is_absolute(target: str) -> bool:
+    return target in ABSOLUTE
+
+
+def choose(target: str, transform: str, reference: pd.Series) -> str:
+    """The transform a family uses for a target: ``identity`` for absolute targets, and ``log``
+    where the reference scale is missing for some training rows."""
     if transform not in TRANSFORMS:
         raise ValueError(f"target_transform must be one of {TRANSFORMS}, got {transform!r}")
+    if is_absolute(target):
+        return "identity"
     usable = reference.notna().all() and (reference > 0).all()
-    return transform if transform == "log" or usable else "log"
+    return "log" if transform == "identity" or not usable else transform
 
 
 def encode(y: pd.Series, reference: pd.Series, transform: str) -> np.ndarray:
-    z = np.log(y.to_numpy(dtype=float))
+    z = y.to_numpy(dtype=float)
+    if transform == "identity":
+        return z
+    z = np.log(z)
     return z - np.log(reference.to_numpy(dtype=float)) if transform == "log_ratio" else z
 
 
 def decode(z: np.ndarray, reference: pd.Series, transform: str) -> np.ndarray:
+    if transform == "identity":
+        return np.asarray(z, dtype=float)
     log_y = z + np.log(reference.to_numpy(dtype=float)) if transform == "log_ratio" else z
     return np.exp(log_y)
 
 
-def present(y: pd.Series) -> np.ndarray:
-    """Rows that carry a usable (positive) value of a target."""
-    return (y.notna() & (y > 0)).to_numpy()
+def present(target: str, y: pd.Series) -> np.ndarray:
+    """Rows that carry a usable value of a target: finite, and positive unless the target is absolute."""
+    values = pd.to_numeric(y, errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(values)
+    return ok if is_absolute(target) else ok & (np.nan_to_num(values) > 0)
+
+
+def residual(target: str, y: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """Measured against predicted on the target's scale: log ratio, or difference for absolute targets."""
+    y, predicted = np.asarray(y, float), np.asarray(predicted, float)
+    return y - predicted if is_absolute(target) else np.log(y) - np.log(predicted)
+
+
+def shift(target: str, predicted: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """A prediction moved by a residual-scale offset (the inverse of ``residual``)."""
+    predicted = np.asarray(predicted, float)
+    return predicted + offset if is_absolute(target) else predicted * np.exp(offset)

@@ -1,4 +1,5 @@
-"""Gradient-boosted trees (LightGBM), one booster per target, in a log / log-ratio target space."""
+"""Gradient-boosted trees (LightGBM) on the featurizer's table ``X``, one booster per target, each in its
+target's space (``targets.choose``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
+from preflight.features import Features
 from preflight.models.families import targets
 
 
@@ -36,16 +38,16 @@ class TreeFamily:
                 "feature_fraction": self.feature_fraction, "seed": self.seed, "deterministic": True,
                 "num_threads": 1 if n_rows < PARALLEL_MIN_ROWS else 2, "verbosity": -1, "force_col_wise": True}
 
-    def fit(self, X: pd.DataFrame, Y: pd.DataFrame, reference: pd.DataFrame,
-            sample_weight: np.ndarray | None = None) -> "TreeFamily":
+    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> "TreeFamily":
+        X, reference = features.X, features.reference
         self.columns_ = list(X.columns)
         self.boosters_: dict[str, lgb.Booster] = {}
         self.transforms_: dict[str, str] = {}
         for target in Y.columns:
-            rows = targets.present(Y[target])
+            rows = targets.present(target, Y[target])
             if rows.sum() < 2:
                 continue
-            transform = targets.choose(self.target_transform, reference[target][rows])
+            transform = targets.choose(target, self.target_transform, reference[target][rows])
             z = targets.encode(Y[target][rows], reference[target][rows], transform)
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
             data = lgb.Dataset(X[rows], z, weight=weight, free_raw_data=True)
@@ -53,13 +55,13 @@ class TreeFamily:
             self.transforms_[target] = transform
         return self
 
-    def predict(self, X: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    def predict(self, features: Features) -> pd.DataFrame:
         out = {}
-        matrix = X[self.columns_].to_numpy(dtype=float)  # numpy skips LightGBM's per-call pandas checks
+        matrix = features.X[self.columns_].to_numpy(dtype=float)  # numpy skips LightGBM's per-call pandas checks
         for target, booster in self.boosters_.items():
             z = booster.predict(matrix, num_threads=1)
-            out[target] = targets.decode(z, reference[target], self.transforms_[target])
-        return pd.DataFrame(out, index=X.index)
+            out[target] = targets.decode(z, features.reference[target], self.transforms_[target])
+        return pd.DataFrame(out, index=features.X.index)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)

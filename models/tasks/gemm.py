@@ -16,5 +16,6 @@ GEMM = register(Task(
     group_key="shape-kernel",
     families=("tree", "roofline"),
     default_family="tree",
+    baseline="roofline",
     metric="mape",
 ))

@@ -4,19 +4,29 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from preflight.models.conformal import NotConformalized, RelativeConformal
+from preflight.models.conformal import Conformal, NotConformalized
 
 
-def test_coverage_is_valid_over_many_splits():
+def _relative_errors(rng, n):
+    y_pred = rng.lognormal(0, 1, n)
+    return y_pred * rng.lognormal(0, 0.3, n), y_pred
+
+
+def _absolute_errors(rng, n):
+    y_pred = rng.normal(0.5, 0.5, n)  # a score that goes below zero
+    return y_pred + rng.normal(0, 0.1, n), y_pred
+
+
+@pytest.mark.parametrize(("target", "draw"), [("runtime_ms", _relative_errors), ("accuracy", _absolute_errors)])
+def test_coverage_is_valid_over_many_splits(target, draw):
     """Mean coverage lies in [c, c + 1/(n+1)] up to sampling error (t-test, Bonferroni over coverages)."""
     rng = np.random.default_rng(0)
     n_cal, n_test, trials = 200, 500, 40
     for coverage in (0.8, 0.9):
         observed = []
         for _ in range(trials):
-            y_pred = rng.lognormal(0, 1, n_cal + n_test)
-            y = y_pred * rng.lognormal(0, 0.3, n_cal + n_test)
-            calibrator = RelativeConformal().conformalize(y[:n_cal], y_pred[:n_cal])
+            y, y_pred = draw(rng, n_cal + n_test)
+            calibrator = Conformal(target).conformalize(y[:n_cal], y_pred[:n_cal])
             low, high = calibrator.interval(y_pred[n_cal:], coverage)
             observed.append(np.mean((y[n_cal:] >= low) & (y[n_cal:] <= high)))
         upper = coverage + 1 / (n_cal + 1)
@@ -26,7 +36,7 @@ def test_coverage_is_valid_over_many_splits():
 
 
 def test_too_few_scores_give_an_unbounded_interval():
-    calibrator = RelativeConformal().conformalize(np.array([1.0, 2.0]), np.array([1.1, 1.9]))
+    calibrator = Conformal("runtime_ms").conformalize(np.array([1.0, 2.0]), np.array([1.1, 1.9]))
     assert math.isinf(calibrator.quantile(0.9))
     low, high = calibrator.interval(np.array([5.0]), 0.9)
     assert low[0] == 0 and math.isinf(high[0])
@@ -34,8 +44,14 @@ def test_too_few_scores_give_an_unbounded_interval():
 
 def test_steps_and_domain_are_checked():
     with pytest.raises(NotConformalized, match="conformalize"):
-        RelativeConformal().interval(np.array([1.0]), 0.9)
+        Conformal("runtime_ms").interval(np.array([1.0]), 0.9)
     with pytest.raises(ValueError, match="y_true > 0"):
-        RelativeConformal().conformalize(np.array([0.0]), np.array([1.0]))
+        Conformal("runtime_ms").conformalize(np.array([0.0]), np.array([1.0]))
     with pytest.raises(ValueError, match="coverage"):
-        RelativeConformal.from_scores([0.1, 0.2]).quantile(1.5)
+        Conformal.from_scores("runtime_ms", [0.1, 0.2]).quantile(1.5)
+
+
+def test_absolute_intervals_are_symmetric_in_the_target_units():
+    calibrator = Conformal("accuracy").conformalize(np.array([-0.2, 0.5, 0.9]), np.array([-0.1, 0.3, 0.9]))
+    low, high = calibrator.interval(np.array([-0.5]), 0.5)
+    np.testing.assert_allclose([low[0], high[0]], [-0.6, -0.4])

@@ -1,0 +1,70 @@
+"""A linear baseline: ridge regression per target on the standardized table ``X``, in the target's space.
+
+It is what a table of features gives without interactions, the yardstick the NAS tasks report
+beside every model (the architecture-agnostic roofline means nothing there).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import Ridge
+
+from preflight.features import Features
+from preflight.models.families import targets
+
+
+class LinearFamily:
+    name = "linear"
+
+    def __init__(self, *, alpha: float = 1.0, seed: int = 0) -> None:
+        self.alpha, self.seed = alpha, seed
+
+    def _matrix(self, X: pd.DataFrame) -> np.ndarray:
+        values = X.reindex(columns=self.columns_).to_numpy(dtype=float, na_value=np.nan)
+        return (np.where(np.isnan(values), self.center_, values) - self.center_) / self.scale_
+
+    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> "LinearFamily":
+        X = features.X
+        self.columns_ = list(X.columns)
+        self.center_ = np.nan_to_num(X.median().to_numpy(dtype=float))  # columns never given (all NaN) sit at 0
+        spread = X.std(ddof=0).to_numpy(dtype=float)
+        self.scale_ = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
+        matrix = self._matrix(X)
+        self.coef_, self.intercept_, self.transforms_ = {}, {}, {}
+        for target in Y.columns:
+            rows = targets.present(target, Y[target])
+            if rows.sum() < 2:
+                continue
+            transform = targets.choose(target, "log", features.reference[target][rows])
+            z = targets.encode(Y[target][rows], features.reference[target][rows], transform)
+            weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
+            model = Ridge(alpha=self.alpha).fit(matrix[rows], z, sample_weight=weight)
+            self.coef_[target], self.intercept_[target] = model.coef_.tolist(), float(model.intercept_)
+            self.transforms_[target] = transform
+        return self
+
+    def predict(self, features: Features) -> pd.DataFrame:
+        matrix = self._matrix(features.X)
+        out = {t: targets.decode(matrix @ np.asarray(c) + self.intercept_[t], features.reference[t], self.transforms_[t])
+               for t, c in self.coef_.items()}
+        return pd.DataFrame(out, index=features.X.index)
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {"alpha": self.alpha, "seed": self.seed, "columns": self.columns_, "center": self.center_.tolist(),
+                 "scale": self.scale_.tolist(), "coef": self.coef_, "intercept": self.intercept_,
+                 "transforms": self.transforms_}
+        (directory / "linear.json").write_text(json.dumps(state))
+
+    @classmethod
+    def load(cls, directory: Path) -> "LinearFamily":
+        state = json.loads((directory / "linear.json").read_text())
+        family = cls(alpha=state["alpha"], seed=state["seed"])
+        family.columns_, family.coef_, family.intercept_ = state["columns"], state["coef"], state["intercept"]
+        family.center_, family.scale_ = np.array(state["center"]), np.array(state["scale"])
+        family.transforms_ = state["transforms"]
+        return family
