@@ -21,7 +21,7 @@ import numpy as np
 #: The fixed operation vocabulary shared by every space (fixed here, never fitted per split).
 OPS = ("input", "output", "zero", "skip", "conv", "mbconv", "avgpool", "maxpool",
        "gat", "gcn", "gin", "cheb", "sage", "arma", "graph", "fc")
-SPACES = ("nb201", "fbnet", "nb101", "nasbench-graph")
+SPACES = ("nb201", "fbnet", "nb101", "nasbench-graph", "opgraph")  # opgraph: an explicit graph, no space
 
 
 @dataclass(frozen=True)
@@ -144,25 +144,55 @@ def from_nas_bench_graph(link: str | Sequence[int], ops: Sequence[str]) -> OpGra
     return OpGraph("nasbench-graph", nodes, tuple(sorted(edges)))
 
 
+def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGraph:
+    """An explicit op graph: ``nodes`` as ``{"op", "kernel", "expansion", "groups"}`` in topological
+    order (input first, output last), ``edges`` as ``[from, to]`` pairs."""
+    if len(nodes) < 2 or nodes[0].get("op") != "input" or nodes[-1].get("op") != "output":
+        raise ValueError("an op graph needs at least an 'input' node first and an 'output' node last")
+    extra = sorted({key for node in nodes for key in node} - {"op", "kernel", "expansion", "groups"})
+    if extra:
+        raise ValueError(f"unknown node fields {extra}; a node has op, kernel, expansion, groups")
+    if any(len(edge) != 2 for edge in edges):
+        raise ValueError("each edge is a [from, to] pair of node positions")
+    sizes = ("kernel", "expansion", "groups")
+    parsed = tuple(Node(str(node["op"]), **{k: int(node[k]) for k in sizes if k in node}) for node in nodes)
+    return OpGraph("opgraph", parsed, tuple(sorted((int(a), int(b)) for a, b in edges)))
+
+
+_JSON_FIELDS = {"nb101": ("adjacency", "ops"), "nasbench-graph": ("link", "ops"), "opgraph": ("nodes", "edges")}
+
+
 def parse(space: str, arch: str) -> OpGraph:
     """An architecture from its space's native notation as stored in canonical tables.
 
     ``nb201``: the ``arch_str``; ``fbnet``: the ``op_str_list``; ``nb101``: JSON
-    ``{"adjacency": [[...]], "ops": [...]}``; ``nasbench-graph``: JSON ``{"link": "0-0-1-3", "ops": [...]}``.
+    ``{"adjacency": [[...]], "ops": [...]}``; ``nasbench-graph``: JSON ``{"link": "0-0-1-3", "ops": [...]}``;
+    ``opgraph``: JSON ``{"nodes": [{"op": "conv", "kernel": 3}, ...], "edges": [[0, 1], ...]}``.
     """
     if space == "nb201":
         return from_nb201(arch)
     if space == "fbnet":
         return from_fbnet(arch)
-    if space in ("nb101", "nasbench-graph"):
-        try:
-            spec = json.loads(arch)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{space} architecture must be a JSON object: {exc}") from exc
-        if space == "nb101":
-            return from_nb101(spec["adjacency"], spec["ops"])
-        return from_nas_bench_graph(spec["link"], spec["ops"])
-    raise ValueError(f"unknown search space {space!r}; known: {', '.join(SPACES)}")
+    if space not in _JSON_FIELDS:
+        raise ValueError(f"unknown search space {space!r}; known: {', '.join(SPACES)}")
+    try:
+        spec = json.loads(arch)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{space} architecture must be a JSON object: {exc}") from exc
+    fields = _JSON_FIELDS[space]
+    if not isinstance(spec, dict) or any(f not in spec for f in fields):
+        raise ValueError(f"{space} architecture must be a JSON object with fields {list(fields)}")
+    parser = {"nb101": from_nb101, "nasbench-graph": from_nas_bench_graph, "opgraph": from_opgraph}[space]
+    return parser(*(spec[f] for f in fields))
+
+
+def notation(space: str, arch: str | list | dict) -> str:
+    """The canonical text of an architecture given as text, a layer list (FBNet) or an object."""
+    if isinstance(arch, str):
+        return arch
+    if space == "fbnet" and isinstance(arch, list):
+        return "|".join(map(str, arch))
+    return json.dumps(arch, separators=(",", ":"))
 
 
 def valid(space: str, arches: Iterable[str]) -> list[bool]:

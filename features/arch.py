@@ -1,52 +1,132 @@
-"""Architecture featurizers: a flat encoding for trees, ``torch_geometric`` graphs for GNNs."""
+"""NAS features: architecture encodings (a flat table for trees, ``torch_geometric`` graphs for GNNs)
+and the context an architecture is measured in (dataset, device spec sheet, batch size, runtime).
+
+``X`` columns are named ``arch_*`` (the architecture) and ``ctx_*`` (the context); a GNN reads the
+architecture from ``meta`` (``space``, ``arch``) and only the ``ctx_*`` columns from ``X``.
+Everything is computed per distinct architecture and cached: scoring a whole space for one device
+parses each architecture once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from preflight.data import arch
 from preflight.data.arch import OPS, SPACES, OpGraph
+from preflight.data.catalogue import Catalogue
+from preflight.features import Features, device
 
 #: Relative-depth bins of the flat encoding (positions carry meaning in chain spaces like FBNet).
 DEPTH_BINS = 8
+CONTEXT_PREFIX = "ctx_"
+#: Fixed vocabularies (never fitted per split); a value outside them is NaN and flagged as unseen.
+DATASETS = ("cifar10", "cifar100", "imagenet", "imagenet16-120", "ninapro", "darcy", "cora", "citeseer", "pubmed",
+            "cs", "physics", "photo", "computers", "arxiv", "proteins")
+FRAMEWORKS = ("pytorch", "litert", "onnx", "torchmobile")
+TARGETS = ("latency_ms", "energy_mj", "accuracy")
+FLAT_COLUMNS = ("arch_n_nodes", "arch_n_edges", "arch_depth", "arch_space",
+                *(f"arch_{kind}_{op}" for op in OPS for kind in ("count", "sum_kernel", "sum_expansion")),
+                *(f"arch_d{b}_{op}" for b in range(DEPTH_BINS) for op in OPS))
 
 
-def flat(graphs: Sequence[OpGraph]) -> pd.DataFrame:
-    """A fixed-width encoding for trees: op counts, op counts per relative-depth bin, size and depth."""
-    return pd.DataFrame([_flat_one(g) for g in graphs]).fillna(0.0)
+@lru_cache(maxsize=100_000)
+def graph(space: str, notation: str) -> OpGraph:
+    """The op graph of a notation (cached: the service sees the same architectures again and again)."""
+    return arch.parse(space, notation)
 
 
-def _flat_one(graph: OpGraph) -> dict[str, float]:
-    depths = graph.depths()
+@lru_cache(maxsize=100_000)
+def _flat_one(space: str, notation: str) -> tuple[float, ...]:
+    g = graph(space, notation)
+    depths = g.depths()
     bins = np.minimum((depths / max(depths.max(), 1) * DEPTH_BINS).astype(int), DEPTH_BINS - 1)
-    row: dict[str, float] = {"n_nodes": len(graph.nodes), "n_edges": len(graph.edges), "depth": int(depths.max()),
-                             "space": SPACES.index(graph.space)}
-    for node, depth_bin in zip(graph.nodes, bins):
-        for key in (f"count_{node.op}", f"d{depth_bin}_{node.op}"):
-            row[key] = row.get(key, 0) + 1
-        row[f"sum_kernel_{node.op}"] = row.get(f"sum_kernel_{node.op}", 0) + node.kernel
-        row[f"sum_expansion_{node.op}"] = row.get(f"sum_expansion_{node.op}", 0) + node.expansion
-    return row
+    row = dict.fromkeys(FLAT_COLUMNS, 0.0)
+    row |= {"arch_n_nodes": len(g.nodes), "arch_n_edges": len(g.edges), "arch_depth": int(depths.max()),
+            "arch_space": SPACES.index(g.space)}
+    for node, depth_bin in zip(g.nodes, bins):
+        row[f"arch_count_{node.op}"] += 1
+        row[f"arch_d{depth_bin}_{node.op}"] += 1
+        row[f"arch_sum_kernel_{node.op}"] += node.kernel
+        row[f"arch_sum_expansion_{node.op}"] += node.expansion
+    return tuple(row.values())
+
+
+def flat(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
+    """The fixed-width encoding for trees: size, depth, op counts overall and per relative-depth bin,
+    kernel and expansion sums per op."""
+    codes, distinct = pd.factorize(pd.Series(spaces, dtype=str) + "\0" + pd.Series(notations, dtype=str))
+    table = np.array([_flat_one(*key.split("\0", 1)) for key in distinct], dtype=float).reshape(len(distinct), -1)
+    return pd.DataFrame(table[codes], columns=FLAT_COLUMNS)
 
 
 NODE_FEATURES = len(OPS) + 3  # one-hot op, then kernel, expansion, groups
 
 
-def node_features(graph: OpGraph) -> np.ndarray:
+def node_features(g: OpGraph) -> np.ndarray:
     """Per node: a one-hot of the op over the fixed vocabulary, then kernel, expansion and groups."""
-    x = np.zeros((len(graph.nodes), NODE_FEATURES), dtype=np.float32)
-    for i, node in enumerate(graph.nodes):
+    x = np.zeros((len(g.nodes), NODE_FEATURES), dtype=np.float32)
+    for i, node in enumerate(g.nodes):
         x[i, OPS.index(node.op)] = 1.0
         x[i, len(OPS):] = (node.kernel, node.expansion, node.groups)
     return x
 
 
-def to_pyg(graph: OpGraph):
+def to_pyg(g: OpGraph):
     """A ``torch_geometric.data.Data`` with ``x`` (node features) and ``edge_index`` (2 x edges)."""
     import torch
     from torch_geometric.data import Data
 
-    edge_index = torch.tensor(graph.edges, dtype=torch.long).t().reshape(2, -1)  # no edges: shape 2 x 0
-    return Data(x=torch.from_numpy(node_features(graph)), edge_index=edge_index)
+    edge_index = torch.tensor(g.edges, dtype=torch.long).t().reshape(2, -1)  # no edges: shape 2 x 0
+    return Data(x=torch.from_numpy(node_features(g)), edge_index=edge_index)
+
+
+def _codes(values: pd.Series, vocabulary: tuple[str, ...]) -> np.ndarray:
+    lookup = {v: float(i) for i, v in enumerate(vocabulary)}
+    return values.astype(str).str.lower().map(lookup).to_numpy(dtype=float)
+
+
+def _text(rows: pd.DataFrame, column: str) -> pd.Series:
+    """A text column with missing values as ''."""
+    if column not in rows:
+        return pd.Series([""] * len(rows), index=rows.index)
+    return rows[column].astype(object).where(rows[column].notna(), "").astype(str)
+
+
+def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
+    """Features for canonical NAS rows (loaders' tables or API items as rows).
+
+    ``meta["device_id"]`` is the device setting a latency belongs to: the catalogue id, plus the
+    batch size when it is not 1 and the runtime when one is named (``nvidia-titan-rtx@b32``);
+    ``meta["hardware"]`` is the catalogue id alone. Rows without a device (accuracy) have ``""``.
+    """
+    spaces, notations = rows["space"].astype(str).to_numpy(), rows["arch"].astype(str).to_numpy()
+    names = _text(rows, "device").to_numpy()
+    distinct = [n for n in dict.fromkeys(names) if n]
+    by_name = dict(zip(distinct, device.resolve(np.array(distinct), catalogue)))
+    specs = [by_name.get(n) for n in names]
+    spec = device.spec_columns(specs)
+    batch = pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1).to_numpy(dtype=float) if "batch_size" in rows else np.ones(len(rows))
+    framework = _text(rows, "framework")
+    peak = np.array([np.nan if s is None else s.peak_tflops["fp32"] for s in specs], dtype=float)
+    context = pd.DataFrame({
+        "ctx_dataset": _codes(rows["dataset"], DATASETS), "ctx_batch_log2": np.log2(batch),
+        "ctx_framework": _codes(framework, FRAMEWORKS), "ctx_device_kind": device.kind_codes(specs),
+        "ctx_peak_fp32_log2": np.log2(peak), "ctx_bandwidth_log2": np.log2(spec["memory_bandwidth_gbs"]),
+        **{f"ctx_{field}": spec[field] for field in ("compute_units", "boost_clock_mhz", "llc_mb", "tdp_w", "year")},
+    })
+    hardware = np.array(["" if s is None else s.id for s in specs], dtype=object)
+    setting = [h + (f"@b{int(b)}" if h and b != 1 else "") + (f"/{f}" if h and f else "")
+               for h, b, f in zip(hardware, batch, framework)]
+    dataset = rows["dataset"].astype(str).str.lower().to_numpy()
+    groups = _text(rows, "arch_group").to_numpy()
+    meta = pd.DataFrame({
+        "device_id": setting, "hardware": hardware, "dataset": dataset, "space": spaces, "arch": notations,
+        "arch_group": np.where(groups != "", groups, notations),  # items from the API: the architecture itself
+        "stratum": dataset,  # calibration per dataset: errors on darcy's score and on CIFAR accuracy differ in scale
+    })
+    X = pd.concat([flat(spaces, notations), context], axis=1)
+    reference = pd.DataFrame(np.nan, index=X.index, columns=list(TARGETS))  # no scale: targets are learned in log space
+    return Features(X=X, reference=reference, meta=meta)

@@ -10,28 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.catalogue import Catalogue
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
-from preflight.features import Features
+from preflight.features import Features, device
 
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
-_KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3}
 _DTYPE_CODES = {d.value: i for i, d in enumerate(Dtype)}
-_SPEC_FIELDS = ("memory_bandwidth_gbs", "compute_units", "boost_clock_mhz", "tdp_w", "llc_mb", "year")
-
-
-def _specs(devices: np.ndarray, catalogue: Catalogue) -> list[DeviceSpec]:
-    """Resolve each distinct device name once; raises UnknownDevice for a name it cannot resolve."""
-    resolved = {name: catalogue.resolve(str(name)) for name in dict.fromkeys(devices)}
-    return [resolved[name] for name in devices]
-
-
-def _spec_columns(specs: list[DeviceSpec]) -> dict[str, np.ndarray]:
-    def value(spec: DeviceSpec, field: str) -> float:
-        v = getattr(spec, field)
-        return np.nan if v is None else float(v)
-    return {field: np.array([value(s, field) for s in specs]) for field in _SPEC_FIELDS}
 
 
 def _quantization(m: np.ndarray, n: np.ndarray, block_m, block_n, units: np.ndarray) -> dict[str, np.ndarray]:
@@ -69,8 +54,8 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
     dtype = rows["dtype"].astype(str).to_numpy()
     math_dtype = rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype
-    specs = _specs(rows["device"].to_numpy(), catalogue)
-    spec = _spec_columns(specs)
+    specs = device.resolve(rows["device"].to_numpy(), catalogue)
+    spec = device.spec_columns(specs)
     peaks = [s.peak(Dtype(d)) for s, d in zip(specs, math_dtype)]
     peak = np.array([p for p, _ in peaks]) * 1e12
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9
@@ -94,7 +79,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         "bound_by_compute": (compute_s >= memory_s).astype(float), "roofline_ms_log2": np.log2(roofline_ms),
         "compute_units": units, "clock_mhz": spec["boost_clock_mhz"],
         "llc_mb": spec["llc_mb"], "working_set_over_llc_log2": np.log2(traffic / llc_bytes),
-        "tdp_w": spec["tdp_w"], "device_kind": [_KINDS[s.kind] for s in specs], "device_year": spec["year"],
+        "tdp_w": spec["tdp_w"], "device_kind": device.kind_codes(specs), "device_year": spec["year"],
         **{f"default_{name}": v for name, v in _quantization(m, n, DEFAULT_TILE, DEFAULT_TILE, units).items()},
         **{f"kernel_{f}": v for f, v in kernel.items()},
         **{f"kernel_{name}": v for name, v in _quantization(m, n, kernel["block_m"], kernel["block_n"], units).items()},

@@ -47,6 +47,7 @@ def task_data(task: Task, settings: Settings, catalogue: Catalogue, paths: dict[
     frames, checksums = [], {}
     for source, path in paths.items():
         rows, checksums[source] = load_source(source, path, settings, catalogue)
+        rows = task.rows(rows)
         if max_rows_per_source is not None and len(rows) > max_rows_per_source:
             rows = rows.sample(max_rows_per_source, random_state=seed)
         frames.append(rows)

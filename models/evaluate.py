@@ -65,6 +65,7 @@ def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family:
                    seed: int = 0, train_size: int | None = None, coverage: float = 0.9,
                    params: dict | None = None) -> Outcome:
     """Out-of-fold estimates where each fold holds out whole groups."""
+    rows = task.rows(rows)
     features, Y = task.featurize(rows, catalogue), target_frame(task, rows)
     groups = task.group_values(features.meta, group)
     model_parts, baseline_parts, order = [], [], []
@@ -82,6 +83,7 @@ def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family:
 def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, catalogue: Catalogue, family: str,
                group: str, seed: int = 0, shots: int = 0, coverage: float = 0.9, params: dict | None = None) -> Outcome:
     """Fit on one file, test on another; with ``shots``, K rows per test device are given as measurements."""
+    train_rows, test_rows = task.rows(train_rows), task.rows(test_rows)
     train_f, train_y = task.featurize(train_rows, catalogue), target_frame(task, train_rows)
     test_f, test_y = task.featurize(test_rows, catalogue), target_frame(task, test_rows)
     shot_rows = _shot_rows(test_f.meta["device_id"], shots, seed)

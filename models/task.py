@@ -37,6 +37,8 @@ class Task:
     metric: str = "mape"
     #: sources sampled down to this many rows when training the service's default model
     max_rows_per_source: int = 20_000
+    #: the rows of a canonical table this task learns from (e.g. one row per architecture); all by default
+    select: Callable[[pd.DataFrame], pd.DataFrame] | None = None
 
     @property
     def primary_target(self) -> str:
@@ -48,6 +50,10 @@ class Task:
         if name not in self.families:
             raise ValueError(f"task {self.name!r} has no family {name!r}; its families: {', '.join(self.families)}")
         return name
+
+    def rows(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The rows of a loaded table this task learns from, with a fresh index."""
+        return (self.select(table) if self.select else table).reset_index(drop=True)
 
     def items_to_rows(self, items: list[BaseModel]) -> pd.DataFrame:
         """API/CLI items as a canonical table; nested models (a kernel configuration) become columns."""
@@ -99,4 +105,5 @@ def all_tasks() -> list[Task]:
 
 
 def _load_builtin_tasks() -> None:
-    import preflight.models.tasks.gemm  # noqa: F401  (registers itself)
+    import preflight.models.tasks.gemm  # noqa: F401  (each registers itself)
+    import preflight.models.tasks.nas  # noqa: F401

@@ -105,10 +105,16 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
 
 
 def bootstrap(settings: Settings, catalogue: Catalogue, tasks: list[Task]) -> list[TrainResult]:
-    """Train and promote a champion for every task that has none, from whatever data is at hand."""
+    """Train and promote a champion for every task that has none, from whatever data is at hand
+    (a task without any data is skipped, with a warning)."""
     results = []
     for task in tasks:
-        if tracking.champion_summary(settings, task.name) is None:
-            log.info("no champion for %s: training one from %s", task.name, ", ".join(available_sources(task, settings)))
-            results.append(train(task, settings, catalogue, promote=True))
+        if tracking.champion_summary(settings, task.name) is not None:
+            continue
+        paths = available_sources(task, settings)
+        if not paths:
+            log.warning("no champion for %s and no data to train one: set PREFLIGHT_DATASETS", task.name)
+            continue
+        log.info("no champion for %s: training one from %s", task.name, ", ".join(paths))
+        results.append(train(task, settings, catalogue, paths=paths, promote=True))
     return results

@@ -18,6 +18,7 @@ from preflight.data.errors import NotTrained, PreflightError
 from preflight.data.settings import Settings
 from preflight.data.store import atomic_write_bytes
 from preflight.models import tracking
+from preflight.models.datasets import available_sources
 from preflight.models.evaluate import target_frame
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task, all_tasks
@@ -73,9 +74,13 @@ class ServiceState:
                 log.error("stored measurements for %s were not applied: %s", task.name, exc)
             self.champions[task.name] = champion
 
+    def servable(self) -> list[str]:
+        """Tasks this service should answer: those with a champion or with data to train one."""
+        return [t.name for t in all_tasks() if t.name in self.champions or available_sources(t, self.settings)]
+
     @property
     def ready(self) -> bool:
-        return bool(self.champions) and all(t.name in self.champions for t in all_tasks())
+        return bool(self.champions) and all(name in self.champions for name in self.servable())
 
     def champion(self, task: str) -> Champion:
         if task not in self.champions:

@@ -68,14 +68,20 @@ def synthetic_gemm(n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, ca
 
 @pytest.fixture(scope="session")
 def trained_home(tmp_path_factory) -> Path:
-    """A PREFLIGHT_HOME whose gemm champion was trained on the shipped local-gemm sweep (real data)."""
+    """A PREFLIGHT_HOME with a champion per task: gemm trained on the shipped local-gemm sweep (real
+    data), the NAS tasks on a small HW-NAS-Bench-360-layout file the tests make."""
     from preflight.data.sources import local_gemm
     from preflight.models.task import get_task
     from preflight.models.training import train
+    from tests.nas import write_hw_nas_bench
 
     home = tmp_path_factory.mktemp("trained") / "home"
     settings = Settings(home=home, datasets=None, api_keys=[])
-    train(get_task("gemm"), settings, Catalogue.load(settings.devices_file), paths={"local-gemm": local_gemm.SHIPPED})
+    catalogue = Catalogue.load(settings.devices_file)
+    train(get_task("gemm"), settings, catalogue, paths={"local-gemm": local_gemm.SHIPPED})
+    hw_nas = {"hw-nas-bench-360": write_hw_nas_bench(home.parent / "nas")}
+    for task in ("nas-accuracy", "nas-latency"):
+        train(get_task(task), settings, catalogue, paths=hw_nas)
     return home
 
 

@@ -1,4 +1,4 @@
-"""HW-NAS-Bench-360 (github roldebijvank/HW-NAS-Bench-360): NAS-Bench-201 on Raspberry Pi 5 and a Pixel NPU.
+"""HW-NAS-Bench-360 (github roldebijvank/HW-NAS-Bench-360): NAS-Bench-201 on a Raspberry Pi 5 and a Pixel 6a.
 
 ``accuracy`` is a fraction; for the darcy task it is the benchmark's score (1 - relative error),
 which a poor architecture can drive below zero. Latency was measured once per group of isomorphic architectures (``rep_arch_idx``) and copied, so
@@ -18,6 +18,8 @@ from preflight.data.tables import Loaded, RowChecks, file_sha256, read_csv
 
 REQUIRED = ["arch_idx", "rep_arch_idx", "device", "framework", "task", "lat_ms_median", "energy_mj", "accuracy", "status"]
 SIDE_FILE = "nb201_index_to_arch_str.csv"
+#: The benchmark's short device names, as its README spells them out (the catalogue resolves these).
+DEVICES = {"pi5": "Raspberry Pi 5", "pixel": "Pixel 6a"}
 
 
 def _as_fraction(accuracy: pd.Series, task: pd.Series) -> pd.Series:
@@ -39,7 +41,7 @@ def load(path: Path) -> Loaded:
     names = read_csv(path.with_name(SIDE_FILE), ["arch_idx", "arch_str"], "hw-nas-bench-360")
     arch = raw["arch_idx"].map(names.set_index("arch_idx")["arch_str"])
     rows = nas_frame(space=["nb201"] * len(raw), arch=arch.fillna(""), arch_group=raw["rep_arch_idx"].astype(str),
-                     dataset=raw["task"], device=raw["device"], batch_size=[1] * len(raw), framework=raw["framework"],
+                     dataset=raw["task"], device=raw["device"].replace(DEVICES), batch_size=[1] * len(raw), framework=raw["framework"],
                      latency_ms=raw["lat_ms_median"], energy_mj=raw["energy_mj"],
                      accuracy=_as_fraction(pd.to_numeric(raw["accuracy"], errors="coerce"), raw["task"]))
     checks = RowChecks(len(raw))

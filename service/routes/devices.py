@@ -8,6 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from preflight.data.catalogue import DeviceSpec
+from preflight.models.families.targets import is_absolute
 from preflight.models.task import Task, get_task
 from preflight.service.deps import StateDep
 from preflight.service.schemas import DevicePublic, DeviceRegistration
@@ -46,10 +47,11 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
         except ValidationError as exc:
             errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)]
             continue
-        bad = [t for t, v in targets.items() if not _positive_number(v)]
+        bad = [t for t, v in targets.items() if not _measured_value(t, v)]
         if not targets or bad:
             errors.append({"type": "value_error", "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
-                           "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}"})
+                           "msg": f"needs finite measured values (positive, except accuracy) for at least one of "
+                                  f"{list(task.targets)}"})
             continue
         rows.append(task.items_to_rows([item]).iloc[0].to_dict() | targets | {"device_id": device_id})
     if errors:
@@ -57,8 +59,10 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
     return rows
 
 
-def _positive_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+def _measured_value(target: str, value: object) -> bool:
+    """A real number on the target's scale (positive unless the target is absolute, like accuracy)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return number and (is_absolute(target) or value > 0)
 
 
 @router.post("/v1/devices", response_model=DevicePublic, status_code=201)

@@ -14,8 +14,11 @@ def healthz() -> dict:
 
 @router.get("/readyz")
 def readyz(state: StateDep, response: Response) -> dict:
-    """503 until every task's champion is loaded."""
+    """503 until the champion of every task there is data for is loaded; ``untrained`` lists tasks
+    with neither a champion nor data (their predictions answer 503 with how to train them)."""
     if not state.ready:
         response.status_code = 503
-    missing = sorted({t.name for t in all_tasks()} - set(state.champions))
-    return {"ready": state.ready, "status": state.status, "loaded": sorted(state.champions), "missing": missing}
+    servable = state.servable()
+    return {"ready": state.ready, "status": state.status, "loaded": sorted(state.champions),
+            "missing": sorted(set(servable) - set(state.champions)),
+            "untrained": sorted({t.name for t in all_tasks()} - set(servable))}

@@ -1,0 +1,28 @@
+"""Spec-sheet facts of a device, shared by every featurizer that predicts for (something, device)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from preflight.data.catalogue import Catalogue, DeviceSpec
+
+KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3}
+SPEC_FIELDS = ("memory_bandwidth_gbs", "compute_units", "boost_clock_mhz", "tdp_w", "llc_mb", "year")
+
+
+def resolve(devices: np.ndarray, catalogue: Catalogue) -> list[DeviceSpec]:
+    """Resolve each distinct device name once; raises UnknownDevice for a name it cannot resolve."""
+    resolved = {name: catalogue.resolve(str(name)) for name in dict.fromkeys(devices)}
+    return [resolved[name] for name in devices]
+
+
+def spec_columns(specs: list[DeviceSpec | None]) -> dict[str, np.ndarray]:
+    """One array per spec field (NaN where a sheet lacks the field or there is no device)."""
+    def value(spec: DeviceSpec | None, field: str) -> float:
+        v = None if spec is None else getattr(spec, field)
+        return np.nan if v is None else float(v)
+    return {field: np.array([value(s, field) for s in specs]) for field in SPEC_FIELDS}
+
+
+def kind_codes(specs: list[DeviceSpec | None]) -> np.ndarray:
+    return np.array([np.nan if s is None else KINDS[s.kind] for s in specs])
