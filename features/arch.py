@@ -9,13 +9,14 @@ parses each architecture once.
 
 from __future__ import annotations
 
+import itertools
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from preflight.data import arch
-from preflight.data.arch import OPS, SPACES, OpGraph
+from preflight.data.arch import OPS, SPACES, Node, OpGraph
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features, device
 
@@ -27,9 +28,23 @@ DATASETS = ("cifar10", "cifar100", "imagenet", "imagenet16-120", "ninapro", "dar
             "cs", "physics", "photo", "computers", "arxiv", "proteins")
 FRAMEWORKS = ("pytorch", "litert", "onnx", "torchmobile")
 TARGETS = ("latency_ms", "energy_mj", "accuracy")
+#: Node positions encoded one by one: in fixed-topology spaces (a NAS-Bench-201 edge, an FBNet layer)
+#: a position has a meaning of its own.
+POSITIONS = 24
+#: Ops that carry weights (the rest move or drop data); their count along a path is its learnable depth.
+WEIGHTED = frozenset({"conv", "mbconv", "gat", "gcn", "gin", "cheb", "sage", "arma", "graph", "fc"})
+#: Roles of ops along a path: skip, weighted with a 1x1 (or no) kernel, weighted with a wider one, pooling.
+ROLES = ("s", "w1", "w3", "p")
+#: Input-to-output paths of at most this many ops are counted by their sequence of roles (the path
+#: encoding of BANANAS, on roles so that it has one width for every space).
+PATH_OPS = 3
+PATHS = tuple("-".join(seq) for length in range(1, PATH_OPS + 1) for seq in itertools.product(ROLES, repeat=length))
 FLAT_COLUMNS = ("arch_n_nodes", "arch_n_edges", "arch_depth", "arch_space",
-                *(f"arch_{kind}_{op}" for op in OPS for kind in ("count", "sum_kernel", "sum_expansion")),
-                *(f"arch_d{b}_{op}" for b in range(DEPTH_BINS) for op in OPS))
+                "arch_paths_log2", "arch_output_reachable", "arch_max_weighted_depth", "arch_min_weighted_depth",
+                *(f"arch_{kind}_{op}" for op in OPS for kind in ("count", "live", "sum_kernel", "sum_expansion")),
+                *(f"arch_d{b}_{op}" for b in range(DEPTH_BINS) for op in OPS),
+                *(f"arch_p{i}_{part}" for i in range(POSITIONS) for part in ("op", "kernel", "expansion")),
+                *(f"arch_path_{path}" for path in PATHS))
 
 
 @lru_cache(maxsize=100_000)
@@ -46,12 +61,71 @@ def _flat_one(space: str, notation: str) -> tuple[float, ...]:
     row = dict.fromkeys(FLAT_COLUMNS, 0.0)
     row |= {"arch_n_nodes": len(g.nodes), "arch_n_edges": len(g.edges), "arch_depth": int(depths.max()),
             "arch_space": SPACES.index(g.space)}
-    for node, depth_bin in zip(g.nodes, bins):
+    live, flow = _data_flow(g)
+    row |= flow
+    for path in _short_paths(g):
+        row[f"arch_path_{path}"] += 1
+    for i, (node, depth_bin) in enumerate(zip(g.nodes, bins)):
         row[f"arch_count_{node.op}"] += 1
+        row[f"arch_live_{node.op}"] += live[i]
         row[f"arch_d{depth_bin}_{node.op}"] += 1
         row[f"arch_sum_kernel_{node.op}"] += node.kernel
         row[f"arch_sum_expansion_{node.op}"] += node.expansion
+        if i < POSITIONS:
+            row |= {f"arch_p{i}_op": OPS.index(node.op) + 1, f"arch_p{i}_kernel": node.kernel,
+                    f"arch_p{i}_expansion": node.expansion}
     return tuple(row.values())
+
+
+def _role(node: Node) -> str | None:
+    if node.op == "skip":
+        return "s"
+    if node.op in ("avgpool", "maxpool"):
+        return "p"
+    if node.op in WEIGHTED:
+        return "w3" if node.kernel >= 3 or node.op not in ("conv", "mbconv") else "w1"
+    return None  # zero cuts a path; input and output are its ends
+
+
+def _short_paths(g: OpGraph) -> list[str]:
+    """Role sequences of the input-to-output paths through at most ``PATH_OPS`` ops."""
+    successors: dict[int, list[int]] = {}
+    for a, b in g.edges:
+        successors.setdefault(a, []).append(b)
+    out, last = [], len(g.nodes) - 1
+    stack: list[tuple[int, tuple[str, ...]]] = [(0, ())]
+    while stack:
+        node, roles = stack.pop()
+        for nxt in successors.get(node, []):
+            if nxt == last:
+                out += ["-".join(roles)] if roles else []
+            elif (role := _role(g.nodes[nxt])) is not None and len(roles) < PATH_OPS:
+                stack.append((nxt, (*roles, role)))
+    return out
+
+
+def _data_flow(g: OpGraph) -> tuple[np.ndarray, dict[str, float]]:
+    """Which nodes lie on an input-to-output path that no ``zero`` op cuts, how many such paths
+    there are, and the most and fewest weighted ops along one (a cell that drops its input learns little)."""
+    n = len(g.nodes)
+    alive = np.array([node.op != "zero" for node in g.nodes])
+    weighted = np.array([node.op in WEIGHTED for node in g.nodes], dtype=float)
+    edges = [(a, b) for a, b in g.edges if alive[a] and alive[b]]
+    paths_in, paths_out = np.zeros(n), np.zeros(n)
+    paths_in[0], paths_out[n - 1] = 1, 1
+    deepest, shallowest = np.full(n, -np.inf), np.full(n, np.inf)
+    deepest[0] = shallowest[0] = weighted[0]
+    for a, b in sorted(edges):
+        paths_in[b] += paths_in[a]
+        deepest[b] = max(deepest[b], deepest[a] + weighted[b])
+        shallowest[b] = min(shallowest[b], shallowest[a] + weighted[b])
+    for a, b in sorted(edges, reverse=True):
+        paths_out[a] += paths_out[b]
+    reachable = paths_in[n - 1] > 0
+    return (paths_in > 0) & (paths_out > 0), {
+        "arch_paths_log2": float(np.log2(1 + paths_in[n - 1])), "arch_output_reachable": float(reachable),
+        "arch_max_weighted_depth": float(deepest[n - 1]) if reachable else -1.0,
+        "arch_min_weighted_depth": float(shallowest[n - 1]) if reachable else -1.0}
 
 
 def flat(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:

@@ -84,6 +84,29 @@ def test_nas_bench_graph_malformed(link, ops, message):
         arch.from_nas_bench_graph(link, ops)
 
 
+def test_explicit_op_graph_and_the_json_notations():
+    text = arch.notation("opgraph", {"nodes": [{"op": "input"}, {"op": "conv", "kernel": 3}, {"op": "output"}],
+                                     "edges": [[1, 2], [0, 1]]})
+    graph = arch.parse("opgraph", text)
+    assert graph.edges == ((0, 1), (1, 2)) and graph.nodes[1] == arch.Node("conv", kernel=3)
+    assert arch.notation("fbnet", ["skip"] * 22) == "|".join(["skip"] * 22)
+
+
+@pytest.mark.parametrize("space, text, message", [
+    ("opgraph", '{"nodes": [{"op": "input"}, {"op": "output"}], "edges": [[1, 0]]}', "run forward"),
+    ("opgraph", '{"nodes": [{"op": "input"}, {"op": "warp"}, {"op": "output"}], "edges": []}', "unknown op"),
+    ("opgraph", '{"nodes": [{"op": "input"}, {"op": "conv", "size": 3}, {"op": "output"}], "edges": []}', "unknown node fields"),
+    ("opgraph", '{"nodes": [{"op": "input"}, {"op": "conv", "kernel": "big"}, {"op": "output"}], "edges": []}', "invalid literal"),
+    ("opgraph", '{"nodes": [{"op": "input"}, {"op": "output"}], "edges": [[0, 1, 2]]}', "pair"),
+    ("nb101", '{"ops": ["input", "output"]}', "fields"),
+    ("nasbench-graph", "not json", "JSON object"),
+    ("darts", "x", "unknown search space"),
+])
+def test_json_notations_malformed(space, text, message):
+    with pytest.raises(ValueError, match=message):
+        arch.parse(space, text)
+
+
 @pytest.mark.integration
 def test_every_published_architecture_parses():
     nb201 = pd.read_csv(shared_file("nas/nb201_index_to_arch_str.csv"))["arch_str"]

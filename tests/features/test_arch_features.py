@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 
 from preflight.data import arch
 from preflight.features import arch as featurize
@@ -7,12 +8,14 @@ NB201 = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|none~1
 FBNET = "k5_e6|skip|k3_e1_g2|skip|k5_e1|skip|skip|skip|k5_e6|k5_e1|k3_e1_g2|k5_e1|k5_e6|k3_e6|k3_e3|k5_e6|k3_e6|k3_e3|k5_e1|k3_e3|k5_e1|k5_e1_g2"
 
 
+GRAPH = '{"link": "0-0-0-0", "ops": ["gat", "gat", "gat", "gat"]}'
+
+
 def test_flat_encoding_has_one_width_across_spaces():
-    graphs = [arch.from_nb201(NB201), arch.from_fbnet(FBNET), arch.from_nas_bench_graph("0-0-0-0", ["gat"] * 4)]
-    table = featurize.flat(graphs)
-    assert len(table) == 3 and not table.isna().any().any()
-    assert table.loc[0, "count_conv"] == 3 and table.loc[1, "count_mbconv"] == 17 and table.loc[2, "count_gat"] == 4
-    assert table.loc[1, "space"] == arch.SPACES.index("fbnet")
+    table = featurize.flat(np.array(["nb201", "fbnet", "nasbench-graph"]), np.array([NB201, FBNET, GRAPH]))
+    assert list(table.columns) == list(featurize.FLAT_COLUMNS) and not table.isna().any().any()
+    assert table.loc[0, "arch_count_conv"] == 3 and table.loc[1, "arch_count_mbconv"] == 17
+    assert table.loc[2, "arch_count_gat"] == 4 and table.loc[1, "arch_space"] == arch.SPACES.index("fbnet")
 
 
 def test_pyg_graph_matches_the_op_graph():
@@ -25,6 +28,19 @@ def test_pyg_graph_matches_the_op_graph():
 
 
 def test_flat_encoding_is_finite_and_counts_kernels():
-    table = featurize.flat([arch.from_nb201(NB201)])
+    table = featurize.flat(np.array(["nb201"]), np.array([NB201]))
     assert np.isfinite(table.to_numpy(dtype=float)).all()
-    assert table.loc[0, "sum_kernel_conv"] == 3 + 3 + 1
+    assert table.loc[0, "arch_sum_kernel_conv"] == 3 + 3 + 1
+
+
+def test_context_and_device_settings(catalogue):
+    rows = pd.DataFrame({"space": ["nb201"] * 3, "arch": [NB201] * 3, "dataset": ["CIFAR10", "cifar100", "mnist-ish"],
+                         "device": ["titan_rtx", "titan_rtx", None], "batch_size": [1, 32, None],
+                         "framework": [None, "onnx", None]})
+    features = featurize.tabular(rows, catalogue)
+    assert list(features.meta["device_id"]) == ["nvidia-titan-rtx", "nvidia-titan-rtx@b32/onnx", ""]
+    assert list(features.meta["hardware"]) == ["nvidia-titan-rtx", "nvidia-titan-rtx", ""]
+    assert features.X.loc[0, "ctx_dataset"] == featurize.DATASETS.index("cifar10")
+    assert np.isnan(features.X.loc[2, "ctx_dataset"]) and np.isnan(features.X.loc[2, "ctx_peak_fp32_log2"])
+    assert features.X.loc[1, "ctx_batch_log2"] == 5
+    assert list(features.meta["arch_group"]) == [NB201] * 3  # no group given: the architecture is its own group
