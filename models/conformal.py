@@ -54,8 +54,9 @@ class Conformal:
         rank = math.ceil((n + 1) * coverage)
         return math.inf if rank > n else float(self.scores_[rank - 1])
 
-    def interval(self, y_pred: np.ndarray, coverage: float) -> tuple[np.ndarray, np.ndarray]:
-        q = self.quantile(coverage)
+    def interval(self, y_pred: np.ndarray, coverage: float, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a spread)."""
+        q = self.quantile(coverage) * scale
         y_pred = np.asarray(y_pred, float)
         if targets.is_absolute(self.target):
             return y_pred - q, y_pred + q

@@ -7,8 +7,9 @@ the interval reflects the error on what a user brings new; see ``Predictor.fit``
 
 Few-shot: the predictor keeps its training data; ``adapted`` returns a copy in which measurements of
 a device are added to it with a high weight and the family is refitted, then what error remains on
-them becomes a per-device median offset. With enough measurements, the device's intervals come from
-the leave-one-out spread of their residuals under the model as trained.
+them becomes a per-device median offset. The device's intervals come from a simulation of the
+same K-shot adaptation on each training device held out in calibration (or, trained on a single
+device, from the leave-one-out spread of the shots' residuals under the model as trained).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ MIN_STRATUM_SCORES = 30
 #: Weight of one measurement of an adapted device against one training row when refitting
 #: (chosen on DeepBench leave-one-device-out with 10 shots: 5 → 9.0%, 20 → 8.7%, 50 → 9.8% median APE).
 SHOT_WEIGHT = 20.0
+#: Simulated K-shot scores kept per target (a random subset when there are more).
+MAX_SHOT_SCORES = 20_000
 
 
 @dataclass
@@ -91,16 +94,19 @@ class Predictor:
 
         Two calibration passes: grouped by the task's split (scores for devices seen in training)
         and, with several devices, grouped by device (scores for a device known only by its spec
-        sheet). Within each, rows of a featurizer's ``meta["stratum"]`` (e.g. a kernel configuration
+        sheet; ``meta["hardware"]``, where a featurizer gives it, holds out every setting of a
+        machine together, e.g. all batch sizes of one GPU). Within each, rows of a featurizer's ``meta["stratum"]`` (e.g. a kernel configuration
         given or not) get their own scores when there are enough of them (Mondrian calibration).
         """
         self.oof_, self.oof_fold_ = self._out_of_fold(features, Y, groups, self.calibration_folds)  # CV metrics
         self.calibrators_ = self._calibrate(features, Y, self.oof_, "seen")
-        devices = features.meta["device_id"]
-        if devices.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
-            n_folds = devices.nunique() if devices.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
-            unseen, _ = self._out_of_fold(features, Y, devices, n_folds)
+        machines = features.meta.get("hardware", features.meta["device_id"])
+        self.unseen_residuals_ = pd.DataFrame({"device_id": pd.Series(dtype=str)})
+        if machines.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
+            n_folds = machines.nunique() if machines.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
+            unseen, _ = self._out_of_fold(features, Y, machines, n_folds)
             self.calibrators_ |= self._calibrate(features, Y, unseen, "unseen")
+            self.unseen_residuals_ = _residual_table(Y, unseen, features.meta["device_id"])
         self.family_ = self.base_family_ = self._new_family().fit(features, Y)
         self.envelope_ = Envelope().fit(features.X, features.meta)
         self.train_ = (features, Y)  # kept for few-shot refits
@@ -162,28 +168,38 @@ class Predictor:
         weight = np.r_[np.ones(len(train_Y)), np.full(len(shot_Y), SHOT_WEIGHT)]
         new.family_ = self._new_family().fit(both, pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True),
                                              sample_weight=weight)
-        refit = new.family_.predict(shot_features)
-        scores = self._zero_shot_scores(features, Y)
+        refit, base = new.family_.predict(shot_features), self.base_family_.predict(shot_features)
         new.shots_ = {}
         for device, rows in shot_features.meta.groupby("device_id").indices.items():
             per_target = {}
             for target in refit.columns.intersection(shot_Y.columns):
                 residual = _residual(target, shot_Y[target].iloc[rows], refit[target].iloc[rows])
                 if len(residual):
-                    per_target[target] = {"offset": float(np.median(residual)),
-                                          "scores": scores.get(device, {}).get(target, self._scores_of(device, target))}
+                    zero_shot = _residual(target, shot_Y[target].iloc[rows], base[target].iloc[rows])
+                    pooled = self._k_shot_scores(target, len(residual))
+                    per_target[target] = {"offset": float(np.median(residual))} | (
+                        {"scores": pooled.tolist(), "scale": _spread(zero_shot)} if len(pooled)
+                        else {"scores": _loo_scores(zero_shot).tolist(), "scale": 1.0})
             new.shots_[device] = per_target
         return new
 
-    def _zero_shot_scores(self, features: Features, Y: pd.DataFrame) -> dict[str, dict[str, list]]:
-        """Leave-one-out spread of each device's residuals under the model as trained: its interval scores."""
-        base = self.base_family_.predict(features)
-        return {device: {t: _loo_scores(_residual(t, Y[t].iloc[rows], base[t].iloc[rows])).tolist()
-                         for t in base.columns.intersection(Y.columns)}
-                for device, rows in features.meta.groupby("device_id").indices.items()}
-
-    def _scores_of(self, device: str, target: str) -> list:
-        return self.shots_.get(device, {}).get(target, {}).get("scores", [])
+    def _k_shot_scores(self, target: str, k: int, draws: int = 20) -> np.ndarray:
+        """Scores of a K-shot adaptation, simulated on every training device held out in calibration:
+        K of its residuals fix an offset, the rest score against it, in units of the K residuals'
+        spread (``_spread``), so that a device whose shots scatter widely gets a wide interval.
+        Conservative: the refit on the shots does better than an offset alone."""
+        if target not in self.unseen_residuals_:
+            return np.array([])
+        rng = np.random.default_rng(self.seed)
+        scores = []
+        for _, residual in self.unseen_residuals_.groupby("device_id")[target]:
+            residual = residual.dropna().to_numpy()
+            for _ in range(draws if len(residual) > k else 0):
+                chosen = rng.choice(len(residual), size=k, replace=False)
+                shots = residual[chosen]
+                scores.append(np.abs(np.delete(residual, chosen) - np.median(shots)) / _spread(shots))
+        scores = np.concatenate(scores) if scores else np.array([])
+        return rng.choice(scores, MAX_SHOT_SCORES, replace=False) if len(scores) > MAX_SHOT_SCORES else scores
 
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:
         value = self.family_.predict(features)
@@ -208,10 +224,11 @@ class Predictor:
             rows = (side == key[0]) & (strata == key[1])
             low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
         for device in set(devices) & set(self.shots_):
-            own = Conformal.from_scores(target, self.shots_[device].get(target, {}).get("scores", []))
+            shots = self.shots_[device].get(target, {})
+            own = Conformal.from_scores(target, shots.get("scores", []))
             if np.isfinite(own.quantile(coverage)):
                 rows = devices == device
-                low[rows], high[rows] = own.interval(value[rows], coverage)
+                low[rows], high[rows] = own.interval(value[rows], coverage, scale=shots["scale"])
         return low, high
 
     def save(self, directory: Path) -> None:
@@ -220,6 +237,7 @@ class Predictor:
         keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
         np.savez_compressed(directory / "scores.npz", *(self.calibrators_[k][t].scores_ for k, t in keys))
         _table(*self.train_).to_parquet(directory / "train.parquet")
+        self.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
                  "params": self.params, "calibrators": keys,
                  "envelope": self.envelope_.state()}
@@ -238,6 +256,7 @@ class Predictor:
                 predictor.calibrators_.setdefault(key, {})[target] = Conformal.from_scores(target, scores[f"arr_{i}"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
+        predictor.unseen_residuals_ = pd.read_parquet(directory / "unseen_residuals.parquet")
         predictor.shot_data_, predictor.shots_ = None, {}
         return predictor
 
@@ -249,6 +268,26 @@ def _strata(meta: pd.DataFrame) -> np.ndarray:
 def _residual(target: str, y: pd.Series, predicted: pd.Series) -> np.ndarray:
     ok = present(target, y) & present(target, predicted)
     return targets.residual(target, y[ok].to_numpy(dtype=float), predicted[ok].to_numpy(dtype=float))
+
+
+def _residual_table(Y: pd.DataFrame, predicted: pd.DataFrame, devices: pd.Series) -> pd.DataFrame:
+    """Residuals per row and target (NaN where either side is unusable), beside each row's device."""
+    table = {"device_id": devices.astype(str).to_numpy()}
+    for target in Y.columns:
+        ok = present(target, Y[target]) & present(target, predicted[target])
+        residual = np.full(len(Y), np.nan)
+        residual[ok] = targets.residual(target, Y[target][ok].to_numpy(float), predicted[target][ok].to_numpy(float))
+        table[target] = residual
+    return pd.DataFrame(table)
+
+
+#: Floor of a spread of residuals (1% on a log scale), so that near-identical shots do not give a zero-width interval.
+MIN_SPREAD = 0.01
+
+
+def _spread(residual: np.ndarray) -> float:
+    """Mean absolute deviation of residuals from their median."""
+    return max(float(np.mean(np.abs(residual - np.median(residual)))), MIN_SPREAD)
 
 
 def _loo_scores(residual: np.ndarray) -> np.ndarray:

@@ -76,3 +76,20 @@ def test_deepbench_zero_shot_on_a_held_out_device(tmp_path, monkeypatch):
     report = json.loads(result.stdout)
     model, baseline = report["metrics"]["runtime_ms"], report["baseline"]["metrics"]["runtime_ms"]
     assert model["median_ape"] < baseline["median_ape"]
+
+
+def test_nas_latency_few_shot_on_devices_absent_from_the_training_file(tmp_path, monkeypatch):
+    """HELP layout: train on three devices' columns, give 10 measured cells of two new ones, test on the rest."""
+    from tests.nas import write_help_csv
+
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    train = write_help_csv(tmp_path / "train.csv", n=120, settings=("1080ti_1", "2080ti_32", "gold_6240"), seed=1)
+    test = write_help_csv(tmp_path / "test.csv", n=60, settings=("titan_rtx_1", "pixel3"), seed=2)
+    result = runner.invoke(app, ["evaluate", "nas-latency", "--source", "help-nb201", "--train", str(train),
+                                 "--test", str(test), "--shots", "10", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    latency = report["metrics"]["latency_ms"]
+    assert set(latency) == {"nvidia-titan-rtx", "qualcomm-snapdragon-845", "mean"}
+    assert report["n_train"] == 360 and report["n_test"] == 2 * (60 - 10)
+    assert latency["mean"]["spearman"] > 0.8 and report["baseline"]["name"] == "linear"
