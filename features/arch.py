@@ -1,4 +1,4 @@
-"""NAS features: architecture encodings (a flat table for trees, ``torch_geometric`` graphs for GNNs)
+"""NAS features: architecture encodings (a flat table for trees, node features for GNNs)
 and the context an architecture is measured in (dataset, device spec sheet, batch size, runtime).
 
 ``X`` columns are named ``arch_*`` (the architecture) and ``ctx_*`` (the context); a GNN reads the
@@ -146,15 +146,6 @@ def node_features(g: OpGraph) -> np.ndarray:
         x[i, OPS.index(node.op)] = 1.0
         x[i, len(OPS):] = (node.kernel, node.expansion, node.groups)
     return x
-
-
-def to_pyg(g: OpGraph):
-    """A ``torch_geometric.data.Data`` with ``x`` (node features) and ``edge_index`` (2 x edges)."""
-    import torch
-    from torch_geometric.data import Data
-
-    edge_index = torch.tensor(g.edges, dtype=torch.long).t().reshape(2, -1)  # no edges: shape 2 x 0
-    return Data(x=torch.from_numpy(node_features(g)), edge_index=edge_index)
 
 
 def _codes(values: pd.Series, vocabulary: tuple[str, ...]) -> np.ndarray:

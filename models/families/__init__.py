@@ -9,11 +9,12 @@ its own scale (``targets``). Adding a family means one module here plus one line
 
 from __future__ import annotations
 
+from preflight.models.families.gnn import GnnFamily
 from preflight.models.families.linear import LinearFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.tree import TreeFamily
 
-FAMILIES = {"tree": TreeFamily, "roofline": RooflineFamily, "linear": LinearFamily}
+FAMILIES = {"tree": TreeFamily, "roofline": RooflineFamily, "linear": LinearFamily, "gnn": GnnFamily}
 
 
 def make_family(name: str, seed: int = 0, **params):

@@ -18,13 +18,9 @@ def test_flat_encoding_has_one_width_across_spaces():
     assert table.loc[2, "arch_count_gat"] == 4 and table.loc[1, "arch_space"] == arch.SPACES.index("fbnet")
 
 
-def test_pyg_graph_matches_the_op_graph():
-    graph = arch.from_nb201(NB201)
-    data = featurize.to_pyg(graph)
-    assert tuple(data.x.shape) == (8, featurize.NODE_FEATURES) and tuple(data.edge_index.shape) == (2, len(graph.edges))
-    assert data.x[:, : len(arch.OPS)].sum(dim=1).eq(1).all()  # exactly one op per node
-    lone = arch.OpGraph("nb101", (arch.Node("input"),), ())
-    assert tuple(featurize.to_pyg(lone).edge_index.shape) == (2, 0)  # no edges: an empty index, not an error
+def test_node_features_one_hot_the_op():
+    x = featurize.node_features(arch.from_nb201(NB201))
+    assert x.shape == (8, featurize.NODE_FEATURES) and (x[:, : len(arch.OPS)].sum(axis=1) == 1).all()
 
 
 def test_flat_encoding_is_finite_and_counts_kernels():
