@@ -160,13 +160,13 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=list(FIGURES), default=list(FIGURES))
     parser.add_argument("--families", nargs="*", default=["tree", "gnn"])
     args = parser.parse_args()
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
     for name in args.only:
         for family in args.families:
             start = time.perf_counter()
             result = FIGURES[name](family) | {"seconds": round(time.perf_counter() - start, 1)}
-            results.setdefault(name, {})[family] = result
             print(f"{name} / {family} ({result['seconds']} s)\n      {_line(result)}", flush=True)
+            results = json.loads(OUT.read_text()) if OUT.exists() else {}  # read late: runs may overlap
+            results.setdefault(name, {})[family] = result
             OUT.parent.mkdir(parents=True, exist_ok=True)
             OUT.write_text(json.dumps(results, indent=2))
 

@@ -42,3 +42,18 @@ def test_loading_a_missing_champion_says_how_to_train(settings):
 def test_a_family_the_task_does_not_list_is_refused(settings, catalogue):
     with pytest.raises(ValueError, match="its families: tree, roofline"):
         train(TASK, settings, catalogue, family="crystal-ball", paths={"local-gemm": local_gemm.SHIPPED})
+
+
+def test_nas_families_both_registered_and_the_higher_kendall_is_champion(settings, catalogue, tmp_path):
+    """Both NAS families train on the same data and split; the gate compares Kendall tau (higher wins)."""
+    from tests.nas import write_hw_nas_bench
+
+    task = get_task("nas-accuracy")
+    paths = {"hw-nas-bench-360": write_hw_nas_bench(tmp_path / "nas", n=80)}
+    results = {family: train(task, settings, catalogue, family=family, paths=paths) for family in ("tree", "gnn")}
+    kendall = {f: r.report["metrics"]["accuracy"]["kendall"] for f, r in results.items()}
+    versions = tracking.client(settings).search_model_versions("name='preflight.nas-accuracy'")
+    assert sorted(v.tags["family"] for v in versions) == ["gnn", "tree"]
+    assert all(v.tags["metric"] == "kendall" for v in versions)
+    assert results["gnn"].promotion.promoted == (kendall["gnn"] >= kendall["tree"])
+    assert tracking.load_champion(settings, "nas-accuracy")[1].family == max(kendall, key=kendall.get)
