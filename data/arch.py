@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -162,8 +163,10 @@ def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGra
 _JSON_FIELDS = {"nb101": ("adjacency", "ops"), "nasbench-graph": ("link", "ops"), "opgraph": ("nodes", "edges")}
 
 
+@lru_cache(maxsize=100_000)
 def parse(space: str, arch: str) -> OpGraph:
-    """An architecture from its space's native notation as stored in canonical tables.
+    """An architecture from its space's native notation as stored in canonical tables (cached: a
+    search loop or the service sees the same architectures again and again; the graph is immutable).
 
     ``nb201``: the ``arch_str``; ``fbnet``: the ``op_str_list``; ``nb101``: JSON
     ``{"adjacency": [[...]], "ops": [...]}``; ``nasbench-graph``: JSON ``{"link": "0-0-1-3", "ops": [...]}``;

@@ -48,14 +48,8 @@ FLAT_COLUMNS = ("arch_n_nodes", "arch_n_edges", "arch_depth", "arch_space",
 
 
 @lru_cache(maxsize=100_000)
-def graph(space: str, notation: str) -> OpGraph:
-    """The op graph of a notation (cached: the service sees the same architectures again and again)."""
-    return arch.parse(space, notation)
-
-
-@lru_cache(maxsize=100_000)
 def _flat_one(space: str, notation: str) -> tuple[float, ...]:
-    g = graph(space, notation)
+    g = arch.parse(space, notation)
     depths = g.depths()
     bins = np.minimum((depths / max(depths.max(), 1) * DEPTH_BINS).astype(int), DEPTH_BINS - 1)
     row = dict.fromkeys(FLAT_COLUMNS, 0.0)

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from preflight.data.arch import OPS
+from preflight.data.arch import OPS, parse
 from preflight.features import Features
-from preflight.features.arch import CONTEXT_PREFIX, NODE_FEATURES, graph, node_features
+from preflight.features.arch import CONTEXT_PREFIX, NODE_FEATURES, node_features
 from preflight.models.families import targets
 
 #: Kernel, expansion and groups are divided by this to sit near the one-hot's scale.
@@ -56,7 +56,7 @@ def _one_thread():
 @lru_cache(maxsize=100_000)
 def _arrays(space: str, notation: str) -> tuple[np.ndarray, np.ndarray]:
     """An architecture's node features (sizes scaled) and its edges in both directions (2 x edges)."""
-    g = graph(space, notation)
+    g = parse(space, notation)
     x = node_features(g)
     x[:, len(OPS):] /= SIZE_SCALE
     edges = np.array(g.edges, dtype=np.int64).reshape(-1, 2).T
