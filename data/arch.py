@@ -148,6 +148,10 @@ def from_nas_bench_graph(link: str | Sequence[int], ops: Sequence[str]) -> OpGra
 def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGraph:
     """An explicit op graph: ``nodes`` as ``{"op", "kernel", "expansion", "groups"}`` in topological
     order (input first, output last), ``edges`` as ``[from, to]`` pairs."""
+    if not all(isinstance(node, dict) for node in nodes):
+        raise ValueError("each node is an object such as {\"op\": \"conv\", \"kernel\": 3}")
+    if len(nodes) > MAX_NODES:
+        raise ValueError(f"an op graph has at most {MAX_NODES} nodes, got {len(nodes)}")
     if len(nodes) < 2 or nodes[0].get("op") != "input" or nodes[-1].get("op") != "output":
         raise ValueError("an op graph needs at least an 'input' node first and an 'output' node last")
     extra = sorted({key for node in nodes for key in node} - {"op", "kernel", "expansion", "groups"})
@@ -160,7 +164,13 @@ def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGra
     return OpGraph("opgraph", parsed, tuple(sorted((int(a), int(b)) for a, b in edges)))
 
 
+#: Largest explicit op graph accepted (FBNet, the largest space, has 24 nodes).
+MAX_NODES = 256
 _JSON_FIELDS = {"nb101": ("adjacency", "ops"), "nasbench-graph": ("link", "ops"), "opgraph": ("nodes", "edges")}
+
+
+#: What malformed notation raises in the parsers (a value, a missing field, a wrong type, an overflow).
+NOTATION_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError)
 
 
 @lru_cache(maxsize=100_000)
@@ -207,7 +217,7 @@ def valid(space: str, arches: Iterable[str]) -> list[bool]:
             try:
                 parse(space, text)
                 verdict[text] = True
-            except (ValueError, KeyError, TypeError):
+            except NOTATION_ERRORS:
                 verdict[text] = False
         out.append(verdict[text])
     return out

@@ -37,7 +37,9 @@ class ArchItem(BaseModel):
         text = arch.notation(space, value)
         try:
             arch.parse(space, text)
-        except (KeyError, TypeError) as exc:
+        except ValueError:
+            raise
+        except arch.NOTATION_ERRORS as exc:
             raise ValueError(f"not a {space} architecture: {type(exc).__name__}: {exc}") from exc
         return text
 
@@ -46,5 +48,5 @@ class LatencyItem(ArchItem):
     """An architecture run on a device setting: the device, the batch size and the runtime."""
 
     device: str = Field(min_length=1, description="any name the catalogue resolves, or a registered device")
-    batch_size: int = Field(1, ge=1)
+    batch_size: int = Field(1, ge=1, le=1_000_000)
     framework: str | None = Field(None, description="runtime, e.g. litert, onnx, torchmobile (HW-NAS-Bench-360)")

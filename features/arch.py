@@ -187,5 +187,5 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         "stratum": dataset,  # calibration per dataset: errors on darcy's score and on CIFAR accuracy differ in scale
     })
     X = pd.concat([flat(spaces, notations), context], axis=1)
-    reference = pd.DataFrame(np.nan, index=X.index, columns=list(TARGETS))  # no scale: targets are learned in log space
+    reference = pd.DataFrame(np.nan, index=X.index, columns=list(TARGETS))  # no reference scale for any NAS target
     return Features(X=X, reference=reference, meta=meta)

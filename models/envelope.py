@@ -12,7 +12,7 @@ TOLERANCE = 0.02
 class Envelope:
     """Per-feature training ranges plus the categorical values (devices...) seen in training."""
 
-    def __init__(self, categoricals: tuple[str, ...] = ("device_id",)) -> None:
+    def __init__(self, categoricals: tuple[str, ...] = ("device_id", "dataset")) -> None:
         self.categoricals = categoricals
 
     def fit(self, X: pd.DataFrame, meta: pd.DataFrame) -> "Envelope":

@@ -109,6 +109,8 @@ class Predictor:
             self.unseen_residuals_ = _residual_table(Y, unseen, features.meta["device_id"])
         self.family_ = self.base_family_ = self._new_family().fit(features, Y)
         self.envelope_ = Envelope().fit(features.X, features.meta)
+        devices = features.meta["device_id"].astype(str)
+        self.target_devices_ = {t: sorted(set(devices[present(t, Y[t])])) for t in Y.columns}
         self.train_ = (features, Y)  # kept for few-shot refits
         self.shot_data_: tuple[Features, pd.DataFrame] | None = None
         self.shots_: dict[str, dict[str, dict]] = {}
@@ -176,7 +178,7 @@ class Predictor:
                 residual = _residual(target, shot_Y[target].iloc[rows], refit[target].iloc[rows])
                 if len(residual):
                     zero_shot = _residual(target, shot_Y[target].iloc[rows], base[target].iloc[rows])
-                    pooled = self._k_shot_scores(target, len(residual))
+                    pooled = self._k_shot_scores(target, len(residual)) if len(zero_shot) else np.array([])
                     per_target[target] = {"offset": float(np.median(residual))} | (
                         {"scores": pooled.tolist(), "scale": _spread(zero_shot)} if len(pooled)
                         else {"scores": _loo_scores(zero_shot).tolist(), "scale": 1.0})
@@ -211,9 +213,14 @@ class Predictor:
             value[target] = targets.shift(target, value[target].to_numpy(), offsets)
             low[target], high[target] = self._interval(target, value[target].to_numpy(), devices, strata, coverage)
         reasons = self.envelope_.reasons(features.X, features.meta)
+        seen = set(self.envelope_.seen_.get("device_id", []))
         for i, device in enumerate(devices):
             if device in self.shots_:  # measured by the user: no longer unseen
                 reasons[i] = [r for r in reasons[i] if not r.startswith(f"device_id={device} ")]
+            measured = set(self.shots_.get(device, {}))
+            reasons[i] += [f"{t}: device_id={device} has no {t} measurements in the training data"
+                           for t in value.columns if device in seen and t not in measured
+                           and device not in self.target_devices_.get(t, [device])]
         return Estimates(value, low, high, reasons)
 
     def _interval(self, target: str, value: np.ndarray, devices: np.ndarray, strata: np.ndarray,
@@ -240,7 +247,7 @@ class Predictor:
         self.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
                  "params": self.params, "calibrators": keys,
-                 "envelope": self.envelope_.state()}
+                 "envelope": self.envelope_.state(), "target_devices": self.target_devices_}
         (directory / "predictor.json").write_text(json.dumps(state))
 
     @classmethod
@@ -255,8 +262,10 @@ class Predictor:
             for i, (key, target) in enumerate(state["calibrators"]):
                 predictor.calibrators_.setdefault(key, {})[target] = Conformal.from_scores(target, scores[f"arr_{i}"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
+        predictor.target_devices_ = state.get("target_devices", {})  # absent from predictors saved before issue 4
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
-        predictor.unseen_residuals_ = pd.read_parquet(directory / "unseen_residuals.parquet")
+        residuals = directory / "unseen_residuals.parquet"  # absent from predictors saved before issue 4
+        predictor.unseen_residuals_ = pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
         predictor.shot_data_, predictor.shots_ = None, {}
         return predictor
 

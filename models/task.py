@@ -20,7 +20,7 @@ class Task:
 
     ``groups`` maps a split name (``shape``, ``device``...) to the ``Features.meta`` columns whose
     values form a group; ``group_key`` is the default split. ``metric`` on the first target decides
-    promotions (lower is better, except for rank correlations: ``spearman``, ``kendall``).
+    promotions (lower is better, except for ``metrics.HIGHER_IS_BETTER``: rank correlations, r2...).
     """
 
     name: str

@@ -1,5 +1,7 @@
 """The one place where preflight's error tree, and request validation, become HTTP."""
 
+import json
+
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -26,10 +28,19 @@ async def preflight_error(request: Request, exc: PreflightError) -> JSONResponse
 
 
 def _trimmed(error: dict) -> dict:
+    """The error without its input where that is huge or not valid JSON (1e400 parses to infinity)."""
     value = error.get("input")
-    if isinstance(value, (list, dict)) and len(value) > MAX_ECHOED_ITEMS:
+    if isinstance(value, (list, dict)) and len(value) > MAX_ECHOED_ITEMS or not _json_safe(value):
         return {k: v for k, v in error.items() if k != "input"}
     return error
+
+
+def _json_safe(value: object) -> bool:
+    try:
+        json.dumps(jsonable_encoder(value), allow_nan=False)
+        return True
+    except ValueError:
+        return False
 
 
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

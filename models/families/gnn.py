@@ -1,6 +1,6 @@
 """A graph neural network on the architecture itself, for the NAS tasks.
 
-GIN layers (GIN-0 in plain torch: a node's state plus the sum of its neighbours' through an MLP
+torch-geometric's GIN layers (GIN-0: a node's state plus the sum of its neighbours' through an MLP
 ending in a layer norm) run over each row's op graph (``meta["space"]``, ``meta["arch"]``, edges
 both ways); the mean and the sum of the node states are the architecture's embedding, which joins
 the standardized context columns (``ctx_*``: dataset, device spec sheet, batch size) in an MLP with
@@ -85,14 +85,14 @@ class _Graphs:
         self.edge_index = np.concatenate([e for _, e in parts], axis=1) if parts else np.zeros((2, 0), np.int64)
 
     def select(self, ids: np.ndarray):
-        """Some architectures as one graph: node features, edge index, each node's graph and graph sizes."""
+        """Some architectures as one graph: node features, edge index and each node's graph."""
         import torch
 
         nodes, edges = self.nodes[ids], self.edges[ids]
         first = np.repeat(np.cumsum(nodes) - nodes, edges)  # where each edge's graph starts in the selection
         edge_index = self.edge_index[:, _ranges(self.edge_start[ids], edges)] + first
         return (torch.from_numpy(self.x[_ranges(self.node_start[ids], nodes)]), torch.from_numpy(edge_index),
-                torch.from_numpy(np.repeat(np.arange(len(ids)), nodes)), torch.from_numpy(nodes))
+                torch.from_numpy(np.repeat(np.arange(len(ids)), nodes)))
 
 
 def _network(n_context: int, n_targets: int, hidden: int, layers: int, head_hidden: int):
@@ -118,7 +118,7 @@ def _forward(net, graphs: _Graphs, rows: np.ndarray, context):
     from torch_geometric.nn import global_add_pool, global_mean_pool
 
     distinct, inverse = np.unique(graphs.codes[rows], return_inverse=True)
-    h, edge_index, graph_of_node, _ = graphs.select(distinct)
+    h, edge_index, graph_of_node = graphs.select(distinct)
     for conv in net["convs"]:
         h = torch.relu(conv(h, edge_index))
     size = len(distinct)

@@ -8,7 +8,6 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from preflight.data.catalogue import DeviceSpec
-from preflight.models.families.targets import is_absolute
 from preflight.models.task import Task, get_task
 from preflight.service.deps import StateDep
 from preflight.service.schemas import DevicePublic, DeviceRegistration
@@ -47,11 +46,10 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
         except ValidationError as exc:
             errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)]
             continue
-        bad = [t for t, v in targets.items() if not _measured_value(t, v)]
+        bad = [t for t, v in targets.items() if not _positive_number(v)]
         if not targets or bad:
             errors.append({"type": "value_error", "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
-                           "msg": f"needs finite measured values (positive, except accuracy) for at least one of "
-                                  f"{list(task.targets)}"})
+                           "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}"})
             continue
         rows.append(task.items_to_rows([item]).iloc[0].to_dict() | targets | {"device_id": device_id})
     if errors:
@@ -59,10 +57,8 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
     return rows
 
 
-def _measured_value(target: str, value: object) -> bool:
-    """A real number on the target's scale (positive unless the target is absolute, like accuracy)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return number and (is_absolute(target) or value > 0)
+def _positive_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 @router.post("/v1/devices", response_model=DevicePublic, status_code=201)
@@ -72,6 +68,10 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
         raise RequestValidationError([{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device",
                                        "input": None}])
     task = get_task(body.task) if body.measurements else None
+    if task is not None and "device" not in task.item.model_fields:
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", "task"), "input": body.task,
+                                       "msg": f"task {task.name!r} does not depend on a device; measurements adapt "
+                                              "a device's model (e.g. gemm, nas-latency)"}])
     device_id = body.spec.id if body.spec is not None else state.catalogue.resolve(body.device).id
     rows = _measurement_rows(task, device_id, body.measurements) if task is not None else []
     if body.spec is not None:  # measurements were checked above: a refused request registers nothing

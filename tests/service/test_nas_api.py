@@ -1,5 +1,7 @@
 """The NAS tasks over HTTP: notation in, estimates with intervals out, and few-shot devices."""
 
+import json
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -76,3 +78,30 @@ def test_a_new_device_from_ten_measured_architectures(client):
     error = np.median([abs(e["latency_ms"]["value"] / t - 1) for e, t in zip(after["predictions"], slow[10:])])
     assert error < 0.3  # 0.75 before the shots
     assert not any("has no measurements" in w for e in after["predictions"] for w in e["warnings"])
+
+
+@pytest.mark.parametrize("arch", [
+    '{"nodes": ["input", "output"], "edges": []}',                                    # nodes that are not objects
+    '{"nodes": [{"op": "input"}, {"op": "conv", "kernel": 1e400}, {"op": "output"}], "edges": []}',  # infinity
+    '{"nodes": [{"op": "input"}, {"op": "output"}], "edges": [[0, 1e400]]}',
+    json.dumps({"nodes": [{"op": "input"}] + [{"op": "skip"}] * 300 + [{"op": "output"}], "edges": []}),  # too large
+])
+def test_hostile_op_graphs_get_422_not_500(client, arch):
+    body = '{"items": [{"space": "opgraph", "dataset": "c", "arch": %s}]}' % arch  # 1e400 is JSON, but not to json=
+    response = client.post("/v1/nas-accuracy/predict", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "items", 0, "arch"]
+
+
+def test_unknown_dataset_and_unmeasured_target_are_flagged(client):
+    (unknown,) = client.post("/v1/nas-accuracy/predict", json={"items": [
+        {"space": "nb201", "arch": CELL, "dataset": "mnist"}]}).json()["predictions"]
+    assert unknown["ood"] and any("dataset=mnist" in w for w in unknown["warnings"])
+    item = {"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "Raspberry Pi 5", "framework": "litert",
+            "batch_size": 10 ** 7}
+    assert client.post("/v1/nas-latency/predict", json={"items": [item]}).status_code == 422
+
+
+def test_accuracy_measurements_are_refused_with_a_reason(client):
+    shots = [{"space": "nb201", "arch": CELL, "dataset": "cifar100", "accuracy": 0.7}]
+    response = client.post("/v1/devices", json={"device": "pixel3", "task": "nas-accuracy", "measurements": shots})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "task"]
