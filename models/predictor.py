@@ -274,20 +274,24 @@ def _strata(meta: pd.DataFrame) -> np.ndarray:
     return meta["stratum"].astype(str).to_numpy() if "stratum" in meta else np.full(len(meta), "all")
 
 
-def _residual(target: str, y: pd.Series, predicted: pd.Series) -> np.ndarray:
+def _aligned_residual(target: str, y: pd.Series, predicted: pd.Series) -> np.ndarray:
+    """The residual of every row, NaN where the measurement or the estimate is unusable."""
     ok = present(target, y) & present(target, predicted)
-    return targets.residual(target, y[ok].to_numpy(dtype=float), predicted[ok].to_numpy(dtype=float))
+    residual = np.full(len(y), np.nan)
+    residual[ok] = targets.residual(target, y[ok].to_numpy(dtype=float), predicted[ok].to_numpy(dtype=float))
+    return residual
+
+
+def _residual(target: str, y: pd.Series, predicted: pd.Series) -> np.ndarray:
+    """The residuals of the rows where both sides are usable."""
+    residual = _aligned_residual(target, y, predicted)
+    return residual[~np.isnan(residual)]
 
 
 def _residual_table(Y: pd.DataFrame, predicted: pd.DataFrame, devices: pd.Series) -> pd.DataFrame:
-    """Residuals per row and target (NaN where either side is unusable), beside each row's device."""
-    table = {"device_id": devices.astype(str).to_numpy()}
-    for target in Y.columns:
-        ok = present(target, Y[target]) & present(target, predicted[target])
-        residual = np.full(len(Y), np.nan)
-        residual[ok] = targets.residual(target, Y[target][ok].to_numpy(float), predicted[target][ok].to_numpy(float))
-        table[target] = residual
-    return pd.DataFrame(table)
+    """Residuals per row and target, beside each row's device."""
+    return pd.DataFrame({"device_id": devices.astype(str).to_numpy()}
+                        | {t: _aligned_residual(t, Y[t], predicted[t]) for t in Y.columns})
 
 
 #: Floor of a spread of residuals (1% on a log scale), so that near-identical shots do not give a zero-width interval.
