@@ -54,7 +54,8 @@ class ServiceState:
                 train_missing(self.settings, self.catalogue, all_tasks())
             self.status = "loading champions"
             self.load_champions()
-            self.status = "ready" if self.ready else "not trained"
+            loaded = bool(self.champions) and all(name in self.champions for name in self.servable())
+            self.status = "ready" if loaded else "not trained"
         except Exception as exc:  # a background start must say why it failed, not die silently
             log.exception("start-up failed")
             self.status = f"failed: {type(exc).__name__}: {exc}"
@@ -80,7 +81,8 @@ class ServiceState:
 
     @property
     def ready(self) -> bool:
-        return bool(self.champions) and all(name in self.champions for name in self.servable())
+        """Every champion there is to load is loaded (not merely those loaded so far)."""
+        return self.status == "ready"
 
     def champion(self, task: str) -> Champion:
         if task not in self.champions:
