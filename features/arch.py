@@ -163,8 +163,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """
     spaces, notations = rows["space"].astype(str).to_numpy(), rows["arch"].astype(str).to_numpy()
     names = _text(rows, "device").to_numpy()
-    distinct = [n for n in dict.fromkeys(names) if n]
-    by_name = dict(zip(distinct, device.resolve(np.array(distinct), catalogue)))
+    by_name = {name: catalogue.resolve(name) for name in dict.fromkeys(names) if name}  # each distinct name once
     specs = [by_name.get(n) for n in names]
     spec = device.spec_columns(specs)
     batch = pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1).to_numpy(dtype=float) if "batch_size" in rows else np.ones(len(rows))
