@@ -171,6 +171,21 @@ def collect_gemm(device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N")
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
 
 
+@collect_app.command("curves")
+def collect_curves(out: Annotated[Optional[Path], typer.Option(help="CSV to append to")] = None,
+                   runs: int = 300, epochs: int = 20, seed: int = 0) -> None:
+    """Train NAS-Bench-201 cells on scikit-learn's digits on CPU: a learning curve per run (resumable)."""
+    from preflight.data.collect.curves import collect_curves as run
+
+    settings, _ = _setup()
+    target = out or settings.home / "collect" / "local_curves.csv"
+    try:
+        summary = run(target, runs=runs, epochs=epochs, seed=seed)
+    except PreflightError as exc:
+        _fail(exc)
+    typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
+
+
 @data_app.command("list")
 def data_list() -> None:
     """Every source, where its file is found, and what the table store holds of it."""

@@ -7,7 +7,6 @@ Beside the CSV, ``<out>.device.json`` holds the spec sheet of the device that wa
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -26,6 +25,7 @@ import torch
 from rich.progress import Progress
 
 from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.collect.csvlog import append, open_log
 from preflight.data.errors import PreflightError, UnknownDevice
 from preflight.data.settings import Settings
 from preflight.data.sources.local_gemm import COLUMNS, read_device, side_file
@@ -84,7 +84,7 @@ def collect_gemm(device: str, out: Path, *, points: int = 300, seed: int = 0, th
     summary = CollectSummary(out, "", measured=0, skipped_existing=0)
     with _torch_threads(threads if target.type == "cpu" else None), _current_gpu(target):
         summary.device_id = _ensure_side_file(target, out)
-        done = _prepare(out)
+        done = {tuple(row[c] for c in _KEY_COLUMNS) for row in open_log(out, COLUMNS, "local-gemm")}
         meter = _energy_meter(target)
         fd = os.open(out, os.O_WRONLY | os.O_APPEND)
         try:
@@ -122,7 +122,7 @@ def _visit(point: Point, target: torch.device, repeats: int, budget_s: float, me
     if row is None:
         summary.skipped_slow += 1
         return
-    _write_line(fd, ",".join((*_key(point, summary.device_id), *row)))
+    append(fd, [",".join((*_key(point, summary.device_id), *row))])
     summary.measured += 1
 
 
@@ -248,35 +248,6 @@ def _nvml_meter(target: torch.device) -> Meter | None:
 
 
 # -- the output file --------------------------------------------------------------------------------------------
-
-
-def _prepare(out: Path) -> set[tuple[str, ...]]:
-    """Repair a torn last line, give a new file its header, and return the keys already measured."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        data = out.read_bytes()
-        if not data.endswith(b"\n"):
-            os.truncate(out, data.rfind(b"\n") + 1)
-    if not out.exists() or out.stat().st_size == 0:
-        fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            _write_line(fd, ",".join(COLUMNS))
-        finally:
-            os.close(fd)
-        return set()
-    with open(out, newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames != COLUMNS:
-            raise PreflightError(f"{out} is not a local-gemm file: its columns are {reader.fieldnames}")
-        return {tuple(row[c] for c in _KEY_COLUMNS) for row in reader}
-
-
-def _write_line(fd: int, line: str) -> None:
-    """Append one complete line with a single write, then fsync."""
-    payload = (line + "\n").encode()
-    if os.write(fd, payload) != len(payload):
-        raise OSError(f"short write of {len(payload)} bytes")
-    os.fsync(fd)
 
 
 def _key(point: Point, device_id: str) -> tuple[str, ...]:

@@ -9,15 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from preflight.data.errors import DataError
-from preflight.data.sources import deepbench, ec_nas, gpperf, help_latency, hw_nas_bench_360, local_gemm, nas_bench_graph, uci_sgemm
+from preflight.data.sources import (deepbench, ec_nas, gpperf, help_latency, hw_nas_bench_360, local_curves, local_gemm,
+                                    nas_bench_graph, uci_sgemm)
 from preflight.data.tables import Loaded
 
-#: source name -> (loader, file name under PREFLIGHT_DATASETS or None for files shipped with preflight)
-LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | None]] = {
+#: source name -> (loader, its file: a name under PREFLIGHT_DATASETS, or the Path of a file shipped with preflight)
+LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | Path]] = {
     "gpperf": (gpperf.load, "gemm/gpperf_cutlass_rtx4070.csv"),
     "deepbench": (deepbench.load, "gemm/deepbench_gemm.csv"),
     "uci-sgemm": (uci_sgemm.load, "gemm/uci_sgemm_gtx680.csv"),
-    "local-gemm": (local_gemm.load, None),
+    "local-gemm": (local_gemm.load, local_gemm.SHIPPED),
+    "local-curves": (local_curves.load, local_curves.SHIPPED),
     "help-nb201": (help_latency.load_nb201, "nas/help_nb201_latency.csv"),
     "help-fbnet": (help_latency.load_fbnet, "nas/help_fbnet_latency.csv"),
     "hw-nas-bench-360": (hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
@@ -37,9 +39,9 @@ def default_path(source: str, datasets: Path | None) -> Path | None:
     """Where a source's file lives by default: shipped with preflight, or under PREFLIGHT_DATASETS."""
     if source not in LOADERS:
         raise DataError(f"unknown source {source!r}; known sources: {', '.join(LOADERS)}")
-    relative = LOADERS[source][1]
-    if relative is None:
-        return local_gemm.SHIPPED
-    if datasets is None or not (Path(datasets) / relative).is_file():
+    file = LOADERS[source][1]
+    if isinstance(file, Path):
+        return file if file.is_file() else None
+    if datasets is None or not (Path(datasets) / file).is_file():
         return None
-    return Path(datasets) / relative
+    return Path(datasets) / file

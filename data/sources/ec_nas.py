@@ -1,7 +1,8 @@
 """EC-NAS-Bench (MIT): NAS-Bench-101-style cells trained on a Quadro RTX 6000, epochs 0-4, with energy.
 
 One row per (cell, repeat, epoch): ``accuracy`` is the test accuracy at that epoch, with train and
-validation accuracy, training time and energy beside it (the short learning curves of ``nas-curve``).
+validation accuracy, training time and energy beside it: the short learning curves of ``nas-curve``,
+one per ``run`` (cell and repeat), whose ``budget`` is the run's last epoch.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 from preflight.data.sources._nas import check_nas, nas_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
 
-REQUIRED = ["arch_hash", "repeat", "adjacency", "ops", "epoch", "train_acc", "val_acc", "test_acc", "energy_kwh_at_epoch",
+REQUIRED = ["space", "arch_hash", "repeat", "adjacency", "ops", "epoch", "train_acc", "val_acc", "test_acc", "energy_kwh_at_epoch",
             "gpu_device"]
 
 
@@ -32,7 +33,9 @@ def load(path: Path) -> Loaded:
                      dataset=["cifar10"] * len(raw), device=raw["gpu_device"], batch_size=[None] * len(raw),
                      accuracy=numeric(raw, "test_acc"), epoch=numeric(raw, "epoch"), repeat=raw["repeat"],
                      train_accuracy=numeric(raw, "train_acc"), valid_accuracy=numeric(raw, "val_acc"),
-                     train_energy_kwh=numeric(raw, "energy_kwh_at_epoch"))
+                     train_energy_kwh=numeric(raw, "energy_kwh_at_epoch"),
+                     run=raw["space"].astype(str) + "/" + raw["arch_hash"].astype(str) + "/" + raw["repeat"].astype(str))
+    rows["budget"] = rows.groupby("run")["epoch"].transform("max")
     checks = RowChecks(len(raw))
     checks.reject(rows["epoch"].isna() | (rows["epoch"] < 0), "epoch missing or negative")
     check_nas(rows, checks, "nb101")

@@ -54,11 +54,12 @@ def test_nas_bench_graph_and_ec_nas(tmp_path):
 
     ec = tmp_path / "ec.csv"
     cell = {"adjacency": json.dumps([[0, 1, 1], [0, 0, 1], [0, 0, 0]]), "ops": json.dumps(["input", "maxpool3x3", "output"])}
-    pd.DataFrame([cell | {"arch_hash": "a", "repeat": "repeat_1", "epoch": e, "train_acc": 0.1 * e, "val_acc": 0.1 * e,
+    pd.DataFrame([cell | {"space": "4V9E", "arch_hash": "a", "repeat": "repeat_1", "epoch": e, "train_acc": 0.1 * e, "val_acc": 0.1 * e,
                           "test_acc": 0.1 * e + 0.01, "energy_kwh_at_epoch": 0.001 * (e + 1), "gpu_device": "Quadro RTX 6000"}
                   for e in (0, 1, 2, 4)]).to_csv(ec, index=False)
     curve = sources.load("ec-nas", ec).rows
     assert curve["epoch"].tolist() == [0, 1, 2, 4] and curve["space"].unique().tolist() == ["nb101"]
+    assert curve["run"].unique().tolist() == ["4V9E/a/repeat_1"] and (curve["budget"] == 4).all()
 
 
 @pytest.mark.integration
