@@ -25,7 +25,7 @@ DEPTH_BINS = 8
 CONTEXT_PREFIX = "ctx_"
 #: Fixed vocabularies (never fitted per split); a value outside them is NaN and flagged as unseen.
 DATASETS = ("cifar10", "cifar100", "imagenet", "imagenet16-120", "ninapro", "darcy", "cora", "citeseer", "pubmed",
-            "cs", "physics", "photo", "computers", "arxiv", "proteins")
+            "cs", "physics", "photo", "computers", "arxiv", "proteins", "digits")
 FRAMEWORKS = ("pytorch", "litert", "onnx", "torchmobile")
 TARGETS = ("latency_ms", "energy_mj", "accuracy")
 #: Node positions encoded one by one: in fixed-topology spaces (a NAS-Bench-201 edge, an FBNet layer)

@@ -23,13 +23,18 @@ def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str) -> plt.Figur
     return fig
 
 
+#: Group labels longer than this (an architecture's notation) are cut, so that the bars keep their room.
+LABEL_CHARS = 40
+
+
 def error_by_group(y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, by: str = "group",
                    top: int = 30) -> plt.Figure:
     absolute = is_absolute(target)
     error = (pred - y).abs() if absolute else (pred - y).abs() / y * 100
     per_group = error.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
     fig, ax = plt.subplots(figsize=(7, max(3, 0.25 * len(per_group))))
-    ax.barh(per_group.index.astype(str), per_group.to_numpy())
+    labels = [label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…" for label in per_group.index.astype(str)]
+    ax.barh(labels, per_group.to_numpy())
     ax.invert_yaxis()
     ax.set(xlabel=f"median absolute error ({target})" if absolute else "median APE (%)",
            title=f"{target}: error by {by} (worst {len(per_group)})")

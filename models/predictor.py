@@ -223,6 +223,19 @@ class Predictor:
                            and device not in self.target_devices_.get(t, [device])]
         return Estimates(value, low, high, reasons)
 
+    def probability_above(self, features: Features, target: str, value: np.ndarray,
+                          threshold: np.ndarray) -> np.ndarray:
+        """P(target > threshold) for rows whose estimates (from ``predict``) are ``value``, from the
+        signed calibration residuals of each row's side and stratum."""
+        devices, strata = features.meta["device_id"].astype(str).to_numpy(), _strata(features.meta)
+        side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
+        value, threshold = np.asarray(value, float), np.broadcast_to(np.asarray(threshold, float), value.shape)
+        out = np.empty_like(value)
+        for key in set(zip(side, strata)):
+            rows = (side == key[0]) & (strata == key[1])
+            out[rows] = self.calibrator(target, *key).probability_above(value[rows], threshold[rows])
+        return out
+
     def _interval(self, target: str, value: np.ndarray, devices: np.ndarray, strata: np.ndarray,
                   coverage: float) -> tuple[np.ndarray, np.ndarray]:
         side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
@@ -242,7 +255,7 @@ class Predictor:
         directory = Path(directory)
         self.base_family_.save(directory / "family")  # adaptations are not saved: they replay from measurements
         keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
-        np.savez_compressed(directory / "scores.npz", *(self.calibrators_[k][t].scores_ for k, t in keys))
+        np.savez_compressed(directory / "residuals.npz", *(self.calibrators_[k][t].residuals_ for k, t in keys))
         _table(*self.train_).to_parquet(directory / "train.parquet")
         self.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
@@ -258,9 +271,11 @@ class Predictor:
                         params=state["params"])
         predictor.family_ = predictor.base_family_ = FAMILIES[state["family"]].load(directory / "family")
         predictor.calibrators_ = {}
-        with np.load(directory / "scores.npz") as scores:
+        signed = (directory / "residuals.npz").exists()  # predictors saved before issue 5 kept |residuals| only
+        with np.load(directory / ("residuals.npz" if signed else "scores.npz")) as saved:
             for i, (key, target) in enumerate(state["calibrators"]):
-                predictor.calibrators_.setdefault(key, {})[target] = Conformal.from_scores(target, scores[f"arr_{i}"])
+                make = Conformal.from_residuals if signed else Conformal.from_scores
+                predictor.calibrators_.setdefault(key, {})[target] = make(target, saved[f"arr_{i}"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
         predictor.target_devices_ = state.get("target_devices", {})  # absent from predictors saved before issue 4
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))

@@ -90,7 +90,9 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)
     sha = data_checksum(data.checksums, task.max_rows_per_source, seed)
-    figures = outcome_figures(outcome, {task.group_key: groups, "device": features.meta["device_id"]})
+    groupings = {task.group_key: groups, "device": features.meta["device_id"]} | (
+        {"stratum": features.meta["stratum"]} if "stratum" in features.meta else {})
+    figures = outcome_figures(outcome, groupings)
     run_id = tracking.log_run(
         settings, task, params={"family": family, "seed": seed, "sources": ",".join(paths), "split": split,
                                 "n_rows": len(Y), **getattr(predictor.family_, "get_params", dict)()},

@@ -69,11 +69,12 @@ def synthetic_gemm(n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, ca
 @pytest.fixture(scope="session")
 def trained_home(tmp_path_factory) -> Path:
     """A PREFLIGHT_HOME with a champion per task: gemm trained on the shipped local-gemm sweep (real
-    data), the NAS tasks on a small HW-NAS-Bench-360-layout file the tests make."""
+    data), the NAS tasks on a small HW-NAS-Bench-360-layout file and nas-curve on small learning
+    curves, both made by the tests."""
     from preflight.data.sources import local_gemm
     from preflight.models.task import get_task
     from preflight.models.training import train
-    from tests.nas import write_hw_nas_bench
+    from tests.nas import write_hw_nas_bench, write_local_curves
 
     home = tmp_path_factory.mktemp("trained") / "home"
     settings = Settings(home=home, datasets=None, api_keys=[])
@@ -82,6 +83,8 @@ def trained_home(tmp_path_factory) -> Path:
     hw_nas = {"hw-nas-bench-360": write_hw_nas_bench(home.parent / "nas")}
     for task in ("nas-accuracy", "nas-latency"):
         train(get_task(task), settings, catalogue, paths=hw_nas)
+    curves = {"local-curves": write_local_curves(home.parent / "curves" / "local_curves.csv")}
+    train(get_task("nas-curve"), settings, catalogue, paths=curves)
     return home
 
 

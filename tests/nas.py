@@ -62,3 +62,25 @@ def write_hw_nas_bench(directory: Path, n: int = 200, seed: int = 0) -> Path:
     path = directory / "hw_nas_bench_360.parquet"
     pd.DataFrame(rows).to_parquet(path)
     return path
+
+
+def write_local_curves(path: Path, runs: int = 40, epochs: int = 8, seed: int = 0) -> Path:
+    """A ``local-curves`` file of saturating curves: a cell's level (``accuracy``), reached sooner
+    at a higher learning rate, with noise."""
+    from preflight.data.sources.local_curves import COLUMNS
+
+    rng = np.random.default_rng(seed)
+    lines = []
+    for run, arch in enumerate(nb201_archs(runs, seed)):
+        lr = float(rng.choice([0.001, 0.01, 0.1]))
+        level = min(0.99, accuracy(arch) + 0.4)
+        rate = {0.001: 0.15, 0.01: 0.5, 0.1: 1.2}[lr]
+        for epoch in range(1, epochs + 1):
+            valid = float(np.clip(0.1 + (level - 0.1) * (1 - np.exp(-rate * epoch)) + rng.normal(0, 0.005), 0, 1))
+            lines.append({"run": run, "space": "nb201", "arch": arch, "dataset": "digits", "learning_rate": lr,
+                          "batch_size": 128, "channels": 4, "budget": epochs, "seed": seed, "epoch": epoch,
+                          "train_loss": 1 - valid, "train_accuracy": valid, "valid_loss": 1 - valid,
+                          "valid_accuracy": valid, "epoch_seconds": 0.1, "collected_at": "2026-11-23T00:00:00+00:00"})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(lines, columns=COLUMNS).to_csv(path, index=False)
+    return path

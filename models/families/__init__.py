@@ -9,12 +9,14 @@ its own scale (``targets``). Adding a family means one module here plus one line
 
 from __future__ import annotations
 
+from preflight.models.families.curve import ExtrapolationFamily, LastValueFamily
 from preflight.models.families.gnn import GnnFamily
 from preflight.models.families.linear import LinearFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.tree import TreeFamily
 
-FAMILIES = {"tree": TreeFamily, "roofline": RooflineFamily, "linear": LinearFamily, "gnn": GnnFamily}
+FAMILIES = {"tree": TreeFamily, "roofline": RooflineFamily, "linear": LinearFamily, "gnn": GnnFamily,
+            "extrapolation": ExtrapolationFamily, "last-value": LastValueFamily}
 
 
 def make_family(name: str, seed: int = 0, **params):

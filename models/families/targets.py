@@ -4,8 +4,9 @@ Most targets are positive quantities (times, power, energy, resources): they are
 space, optionally relative to a reference scale (``log_ratio``: for GEMM runtime, the efficiency
 against the device's roofline bound, which carries across devices), and their intervals are
 relative. A few targets live on a scale of their own that reaches zero or below (``accuracy``: a
-regression benchmark's score can be negative); they are learned as they are (``identity``) and
-their intervals are absolute. Target names are part of the public contract, so their scale is
+regression benchmark's score can be negative); they are learned as they are (``identity``), or as
+a change from the reference where one is given (``difference``: a final accuracy from the last one
+measured), and their intervals are absolute. Target names are part of the public contract, so their scale is
 decided here, once, by name.
 """
 
@@ -16,7 +17,7 @@ import pandas as pd
 
 #: Targets learned as they are, with absolute intervals; every other target is positive.
 ABSOLUTE = frozenset({"accuracy"})
-TRANSFORMS = ("log_ratio", "log", "identity")
+TRANSFORMS = ("log_ratio", "log", "identity", "difference")
 
 
 def is_absolute(target: str) -> bool:
@@ -24,20 +25,23 @@ def is_absolute(target: str) -> bool:
 
 
 def choose(target: str, transform: str, reference: pd.Series) -> str:
-    """The transform a family uses for a target: ``identity`` for absolute targets, and ``log``
-    where the reference scale is missing for some training rows."""
+    """The transform a family uses for a target. Absolute targets: ``difference`` from the reference
+    where every training row has one, else ``identity``. Positive targets: ``log`` where the
+    reference scale is missing for some training rows."""
     if transform not in TRANSFORMS:
         raise ValueError(f"target_transform must be one of {TRANSFORMS}, got {transform!r}")
     if is_absolute(target):
-        return "identity"
+        return "difference" if reference.notna().all() and len(reference) else "identity"
     usable = reference.notna().all() and (reference > 0).all()
-    return "log" if transform == "identity" or not usable else transform
+    return "log" if transform in ("identity", "difference") or not usable else transform
 
 
 def encode(y: pd.Series, reference: pd.Series, transform: str) -> np.ndarray:
     z = y.to_numpy(dtype=float)
     if transform == "identity":
         return z
+    if transform == "difference":
+        return z - reference.to_numpy(dtype=float)
     z = np.log(z)
     return z - np.log(reference.to_numpy(dtype=float)) if transform == "log_ratio" else z
 
@@ -45,6 +49,8 @@ def encode(y: pd.Series, reference: pd.Series, transform: str) -> np.ndarray:
 def decode(z: np.ndarray, reference: pd.Series, transform: str) -> np.ndarray:
     if transform == "identity":
         return np.asarray(z, dtype=float)
+    if transform == "difference":
+        return np.asarray(z, dtype=float) + reference.to_numpy(dtype=float)
     log_y = z + np.log(reference.to_numpy(dtype=float)) if transform == "log_ratio" else z
     return np.exp(log_y)
 

@@ -1,11 +1,13 @@
-"""NAS: the accuracy of an architecture on a dataset, and its latency and energy on a device setting."""
+"""NAS: the accuracy of an architecture on a dataset, its latency and energy on a device setting, and
+the final accuracy of a training run from its partial learning curve."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from preflight.data.nas import ArchItem, LatencyItem
+from preflight.data.nas import ArchItem, CurveItem, LatencyItem
 from preflight.features import arch as arch_features
+from preflight.features import curve as curve_features
 from preflight.models.task import Task, register
 
 _SPLITS = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
@@ -59,4 +61,41 @@ NAS_LATENCY = register(Task(
     metric="mape",
     select=measured_latency,
     max_rows_per_source=10_000,
+))
+
+
+def partial_curves(table: pd.DataFrame) -> pd.DataFrame:
+    """Every proper prefix of every run's validation curve, each with the run's final accuracy as target.
+
+    A run is the rows of one ``run`` id, one per epoch (epochs 1 and up; an untrained epoch 0 says
+    nothing of the run); its final accuracy is the one at its ``budget``.
+    """
+    rows = table[(table["epoch"] >= 1) & table["valid_accuracy"].notna()].sort_values(["run", "epoch"])
+    out = []
+    for run, curve in rows.groupby("run", sort=False):
+        budget = int(curve["budget"].iloc[0])
+        if curve["epoch"].iloc[-1] != budget:
+            continue  # the final accuracy is unknown
+        first = curve.iloc[0]
+        context = {c: first[c] for c in ("space", "arch", "arch_group", "dataset", "learning_rate", "batch_size")
+                   if c in curve}
+        values, epochs = curve["valid_accuracy"].tolist(), curve["epoch"].astype(int).tolist()
+        out += [context | {"run": run, "curve": values[:k], "epochs": epochs[:k], "budget": budget,
+                           "accuracy": values[-1]} for k in range(1, len(values))]
+    return pd.DataFrame(out)
+
+
+NAS_CURVE = register(Task(
+    name="nas-curve",
+    item=CurveItem,
+    targets={"accuracy": "final validation accuracy of the run, a fraction"},
+    sources=("local-curves", "ec-nas"),
+    featurize=curve_features.tabular,
+    groups={"arch": ("arch_group",), "run": ("run",), "dataset": ("dataset",)},
+    group_key="arch",
+    families=("tree", "extrapolation", "last-value"),
+    default_family="tree",
+    baseline="extrapolation",
+    metric="mae",
+    select=partial_curves,
 ))

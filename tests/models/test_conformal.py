@@ -55,3 +55,20 @@ def test_absolute_intervals_are_symmetric_in_the_target_units():
     calibrator = Conformal("accuracy").conformalize(np.array([-0.2, 0.5, 0.9]), np.array([-0.1, 0.3, 0.9]))
     low, high = calibrator.interval(np.array([-0.5]), 0.5)
     np.testing.assert_allclose([low[0], high[0]], [-0.6, -0.4])
+
+
+def test_probability_above_counts_the_residuals_that_carry_an_estimate_past_a_threshold():
+    calibrator = Conformal.from_residuals("accuracy", [0.2, -0.1, 0.0, 0.1])
+    assert calibrator.probability_above(np.array([0.5]), np.array([0.55]))[0] == pytest.approx(0.5)
+    assert calibrator.probability_above(np.array([0.5]), np.array([0.35]))[0] == pytest.approx(0.8)  # at most n/(n+1)
+    assert calibrator.probability_above(np.array([0.5]), np.array([0.9]))[0] == pytest.approx(0.2)  # at least 1/(n+1)
+
+
+def test_probabilities_are_calibrated_on_exchangeable_data():
+    rng = np.random.default_rng(0)
+    calibrator = Conformal("accuracy").conformalize(rng.normal(0, 1, 2000), np.zeros(2000))
+    y_new, threshold = rng.normal(0, 1, 4000), rng.normal(0, 1, 4000)
+    p = calibrator.probability_above(np.zeros(4000), threshold)
+    for lo in (0.1, 0.4, 0.7):
+        rows = (p >= lo) & (p < lo + 0.2)
+        assert abs(np.mean(y_new[rows] > threshold[rows]) - p[rows].mean()) < 0.05
