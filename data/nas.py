@@ -1,5 +1,6 @@
 """NAS items: an architecture in its space's native notation (or as an explicit op graph), the
-dataset it is trained or run on, and for latency the device setting it runs on.
+dataset it is trained or run on, for latency the device setting it runs on, and for early stopping
+a partial learning curve.
 
 The same models serve loaders, the CLI and the API; notation is checked when an item is made, so
 a bad architecture is a 422 that says what was wrong with it.
@@ -7,9 +8,10 @@ a bad architecture is a 422 that says what was wrong with it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from preflight.data import arch
 
@@ -50,3 +52,38 @@ class LatencyItem(ArchItem):
     device: str = Field(min_length=1, description="any name the catalogue resolves, or a registered device")
     batch_size: int = Field(1, ge=1, le=1_000_000)
     framework: str | None = Field(None, description="runtime, e.g. litert, onnx, torchmobile (HW-NAS-Bench-360)")
+
+
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class CurveItem(ArchItem):
+    """A partial learning curve of a training run: validation accuracy after each epoch so far.
+
+    A curve as long as its budget is a finished run: its final accuracy is its last value.
+    """
+
+    curve: list[Fraction] = Field(min_length=1, max_length=10_000,
+                                  description="validation accuracy (a fraction) after each epoch measured so far")
+    epochs: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="the epoch of each curve point, increasing (default 1, 2, ...)")
+    budget: int = Field(ge=1, le=100_000, description="epochs the run trains for in full")
+    learning_rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="initial learning rate")
+    batch_size: int | None = Field(None, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _fits_budget(self) -> "CurveItem":
+        epochs = self.epochs or list(range(1, len(self.curve) + 1))
+        if len(epochs) != len(self.curve):
+            raise PydanticCustomError("epochs_length", "epochs has {e} entries for {c} curve points",
+                                      {"e": len(epochs), "c": len(self.curve)})
+        if any(b <= a for a, b in zip(epochs, epochs[1:])):
+            raise PydanticCustomError("epochs_order", "epochs must increase strictly")
+        if epochs[-1] > self.budget:
+            raise PydanticCustomError("curve_too_long", "the curve reaches epoch {e}, past the budget of {b} epochs",
+                                      {"e": epochs[-1], "b": self.budget})
+        return self
+
+    @property
+    def finished(self) -> bool:
+        return (self.epochs or [len(self.curve)])[-1] == self.budget

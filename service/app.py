@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import require_api_key
-from preflight.service.routes import devices, health, predict, tasks
+from preflight.service.routes import devices, health, nas, predict, tasks
 from preflight.service.state import ServiceState
 
 
@@ -63,5 +63,6 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     app.include_router(tasks.router, dependencies=secured)
     app.include_router(devices.router, dependencies=secured)
     app.include_router(predict.router(), dependencies=secured)
+    app.include_router(nas.router, dependencies=secured)
     _metrics(app)
     return app

@@ -1,10 +1,12 @@
 """Request and response schemas, by role; item models come from each Task."""
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from preflight.data.catalogue import DeviceSpec
+from preflight.data.nas import CurveItem
+from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.task import Task
 
 MAX_ITEMS = 10_000
@@ -59,3 +61,29 @@ class DeviceRegistration(BaseModel):
 class DevicePublic(BaseModel):
     spec: DeviceSpec
     measurements: dict[str, int] = Field(description="measurements held per task")
+
+
+class EarlyStopRequest(CurveItem):
+    """A partial learning curve, the run's budget, and the accuracy to beat."""
+
+    incumbent: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
+                                    description="the best final accuracy so far (a fraction); none yet: continue")
+    risk: float = Field(DEFAULT_RISK, gt=0, lt=1, description="stop when P(final > incumbent) falls below this")
+    coverage: float = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")
+
+
+class Estimate(BaseModel):
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+class EarlyStopResponse(BaseModel):
+    model: ModelInfoPublic
+    final_accuracy: Estimate
+    p_beat_incumbent: float | None = Field(description="P(final accuracy > incumbent); null without an incumbent")
+    decision: Literal["stop", "continue"]
+    reason: str
+    rule: str = Field(RULE, description="the decision rule")
+    ood: bool
+    warnings: list[str]

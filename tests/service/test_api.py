@@ -16,7 +16,7 @@ def client(home):
 def test_health_and_readiness(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["loaded"] == ["gemm", "nas-accuracy", "nas-latency"]
+    assert ready.status_code == 200 and ready.json()["loaded"] == ["gemm", "nas-accuracy", "nas-curve", "nas-latency"]
 
 
 def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
@@ -41,7 +41,7 @@ def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path)
 
 def test_tasks_list_schema_targets_and_champion(client):
     tasks = {t["name"]: t for t in client.get("/v1/tasks").json()}
-    assert set(tasks) == {"gemm", "nas-accuracy", "nas-latency"}
+    assert set(tasks) == {"gemm", "nas-accuracy", "nas-latency", "nas-curve"}
     gemm = tasks["gemm"]
     assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == "ms"
     assert {"m", "n", "k", "dtype", "device"} <= set(gemm["input_schema"]["properties"])
@@ -95,7 +95,7 @@ def test_unknown_device_and_task_get_404_listing_known_names(client):
     response = client.post("/v1/gemm/predict", json={"items": [ITEM | {"device": "rtx 4070 tii"}]})
     assert response.status_code == 404 and "NVIDIA GeForce RTX 4070" in response.json()["close_matches"]
     response = client.post("/v1/fpga-magic/predict", json={"items": []})
-    assert response.status_code == 404 and response.json()["known"] == ["gemm", "nas-accuracy", "nas-latency"]
+    assert response.status_code == 404 and response.json()["known"] == ["gemm", "nas-accuracy", "nas-curve", "nas-latency"]
 
 
 def test_devices_list_and_resolve_any_name(client):

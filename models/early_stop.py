@@ -1,0 +1,60 @@
+"""Early stopping of a training run from its partial learning curve: the one decision rule that the
+endpoint answers with and the replay benchmark simulates.
+
+The rule: with ``p`` the probability that the run's final accuracy ends above the incumbent's (from
+the ``nas-curve`` predictor's calibrated residuals), **stop when p < risk**, continue otherwise. A
+lower risk stops fewer runs (less regret, less compute saved). Two cases need no model: a run whose
+curve has reached its budget is finished (stop; its final accuracy is its last value), and with no
+incumbent yet there is nothing to beat (continue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from preflight.data.catalogue import Catalogue
+from preflight.data.nas import CurveItem
+from preflight.models.predictor import Predictor
+from preflight.models.task import Task
+
+RULE = "stop when P(final accuracy > incumbent) < risk; continue otherwise"
+DEFAULT_RISK = 0.05
+
+
+def stop(p_beat: np.ndarray | float, risk: float) -> np.ndarray | bool:
+    """The decision rule, for one run or many."""
+    return np.asarray(p_beat) < risk
+
+
+@dataclass
+class Decision:
+    final: dict[str, float | None]  # value, low, high
+    p_beat: float | None
+    decision: str  # "stop" or "continue"
+    reason: str
+    ood: bool
+    warnings: list[str]
+
+
+def decide(task: Task, predictor: Predictor, catalogue: Catalogue, item: CurveItem, incumbent: float | None,
+           risk: float, coverage: float) -> Decision:
+    """Predict the run's final accuracy and apply the rule."""
+    if item.finished:
+        last = item.curve[-1]
+        p_beat = None if incumbent is None else float(last > incumbent)
+        return Decision({"value": last, "low": last, "high": last}, p_beat, "stop",
+                        "the run has reached its budget: its final accuracy is its last value", False, [])
+    features = task.featurize(task.items_to_rows([item]), catalogue)
+    estimates = predictor.predict(features, coverage)
+    record = estimates.records()[0]
+    target = task.primary_target
+    if incumbent is None:
+        return Decision(record[target], None, "continue", "no incumbent yet: nothing to beat", record["ood"],
+                        record["warnings"])
+    p_beat = float(predictor.probability_above(features, target, estimates.value[target].to_numpy(), incumbent)[0])
+    stopping = bool(stop(p_beat, risk))
+    reason = f"P(final > incumbent) = {p_beat:.3f} {'<' if stopping else '>='} risk {risk}"
+    return Decision(record[target], p_beat, "stop" if stopping else "continue", reason, record["ood"],
+                    record["warnings"])
