@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +26,7 @@ from preflight.data.collect.csvlog import append, open_log
 from preflight.data.errors import PreflightError
 from preflight.data.sources.local_curves import COLUMNS, SOURCE
 from preflight.data.store import atomic_write_bytes
+from preflight.data.threads import torch_threads
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 LEARNING_RATES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
@@ -58,7 +57,7 @@ def collect_curves(out: Path, *, runs: int = 300, epochs: int = 20, seed: int = 
     done = _complete_runs(out, open_log(out, COLUMNS, SOURCE), epochs)
     summary = CollectSummary(out, trained=0, skipped_existing=0)
     data = _digits()
-    with _one_thread():
+    with torch_threads(1):  # the runs are small: a second thread mostly synchronises
         fd = os.open(out, os.O_WRONLY | os.O_APPEND)
         try:
             with Progress(disable=not progress) as bar:
@@ -243,14 +242,3 @@ def _lines(run: Run, epochs: int, seed: int, records: list[Epoch]) -> list[str]:
         run.run, "nb201", run.arch, DATASET, run.learning_rate, BATCH_SIZE, CHANNELS, epochs, seed, epoch,
         f"{r.train_loss:.6g}", f"{r.train_accuracy:.6g}", f"{r.valid_loss:.6g}", f"{r.valid_accuracy:.6g}",
         f"{r.seconds:.4g}", collected_at)) for epoch, r in enumerate(records, start=1)]
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Train on one core (the runs are small; a second thread mostly synchronises), deterministically."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

@@ -14,8 +14,8 @@ import os
 import platform
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,6 +30,7 @@ from preflight.data.errors import PreflightError, UnknownDevice
 from preflight.data.settings import Settings
 from preflight.data.sources.local_gemm import COLUMNS, read_device, side_file
 from preflight.data.store import atomic_write_bytes
+from preflight.data.threads import torch_threads
 
 #: m, n and k are drawn from these: powers of two, other sizes, and skinny ones (1, 16).
 DIMS = (1, 16, 32, 64, 96, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 3000, 4096)
@@ -82,7 +83,7 @@ def collect_gemm(device: str, out: Path, *, points: int = 300, seed: int = 0, th
     """Measure the first ``points`` GEMMs of the seeded sweep on ``device`` ("cpu", "cuda", "cuda:N") into ``out``."""
     target, out = _parse_device(device), Path(out)
     summary = CollectSummary(out, "", measured=0, skipped_existing=0)
-    with _torch_threads(threads if target.type == "cpu" else None), _current_gpu(target):
+    with torch_threads(threads if target.type == "cpu" else None), _current_gpu(target):
         summary.device_id = _ensure_side_file(target, out)
         done = {tuple(row[c] for c in _KEY_COLUMNS) for row in open_log(out, COLUMNS, "local-gemm")}
         meter = _energy_meter(target)
@@ -275,17 +276,6 @@ def _parse_device(name: str) -> torch.device:
     if not torch.cuda.is_available():
         raise PreflightError(f"cannot collect on {name!r}: torch sees no CUDA device")
     return torch.device("cuda", torch.cuda.current_device() if target.index is None else target.index)
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _current_gpu(target: torch.device) -> AbstractContextManager:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from preflight.data.sources._nas import check_nas, nas_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
 

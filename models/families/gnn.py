@@ -18,7 +18,6 @@ predictions. torch is imported inside the functions: importing the family stays 
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from preflight.data.arch import OPS, parse
+from preflight.data.threads import torch_threads
 from preflight.features import Features
 from preflight.features.arch import CONTEXT_PREFIX, NODE_FEATURES, node_features
 from preflight.models.families import targets
@@ -36,21 +36,6 @@ SIZE_SCALE = 8.0
 RANK_TEMPERATURE = 0.1
 #: Rows per forward pass at prediction time.
 PREDICT_ROWS = 8192
-
-
-@contextmanager
-def _one_thread():
-    """torch on one thread while training: steps on these small graphs gain nothing from a second thread,
-    which stalls every step (25 times slower, measured) when the other core is busy, and one thread makes
-    the arithmetic the same on every machine."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @lru_cache(maxsize=100_000)
@@ -222,7 +207,7 @@ class GnnFamily:
                                      fused=True)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, self.epochs * -(-len(rows) // self.batch_size))
         rng = np.random.default_rng(self.seed)
-        with _one_thread():
+        with torch_threads(1):
             for _ in range(self.epochs):
                 order = rng.permutation(rows)
                 for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
