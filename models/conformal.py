@@ -6,9 +6,12 @@ relative (``ŷ · exp(±q)``), and ``y - ŷ`` for absolute targets (``ŷ ± q``)
 ``⌈(n+1)c⌉``-th smallest score for coverage ``c``. Scores are kept sorted, so any coverage can be
 asked for at prediction time.
 
-The signed residuals are kept too (where they were computed here rather than given as scores):
-their empirical distribution around an estimate is the predictive distribution behind
-``probability_above``, e.g. the probability that a run ends above an incumbent's accuracy.
+The signed residuals are kept too (where they were computed here rather than given as scores),
+beside the estimates they belong to: the residuals of the calibration rows whose estimates lie
+nearest to a new estimate are its predictive distribution, behind ``probability_above`` (e.g. the
+probability that a run ends above an incumbent's accuracy). Near-by rows rather than all of them,
+because errors differ along the scale: a run predicted to end near the best accuracy anything
+reaches has little room above it, one predicted far below has much.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import math
 import numpy as np
 
 from preflight.models.families import targets
+
+#: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate (or of a
+#: tenth of the rows, when that is more).
+NEIGHBOURS = 100
 
 
 class NotConformalized(RuntimeError):
@@ -30,7 +37,8 @@ class Conformal:
     def __init__(self, target: str) -> None:
         self.target = target
         self.scores_: np.ndarray | None = None
-        self.residuals_: np.ndarray | None = None  # signed and sorted
+        self.residuals_: np.ndarray | None = None  # signed, in the order of their estimates
+        self.estimates_: np.ndarray | None = None  # sorted
 
     def residual(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         """Signed residuals on the target's scale."""
@@ -43,14 +51,18 @@ class Conformal:
         return np.abs(self.residual(y_true, y_pred))
 
     def conformalize(self, y_true: np.ndarray, y_pred: np.ndarray) -> "Conformal":
-        return self.from_residuals(self.target, self.residual(y_true, y_pred), into=self)
+        return self.from_residuals(self.target, self.residual(y_true, y_pred), y_pred, into=self)
 
     @classmethod
-    def from_residuals(cls, target: str, residuals, into: "Conformal | None" = None) -> "Conformal":
-        """A calibrator from signed residuals (``targets.residual``), as ``conformalize`` keeps them."""
+    def from_residuals(cls, target: str, residuals, estimates=None, into: "Conformal | None" = None) -> "Conformal":
+        """A calibrator from signed residuals (``targets.residual``) and the estimates they belong to
+        (none: every residual is a neighbour of every estimate)."""
         calibrator = into or cls(target)
-        calibrator.residuals_ = np.sort(np.asarray(residuals, dtype=float))
-        calibrator.scores_ = np.sort(np.abs(calibrator.residuals_))
+        residuals = np.asarray(residuals, dtype=float)
+        estimates = np.zeros_like(residuals) if estimates is None else np.asarray(estimates, dtype=float)
+        order = np.argsort(estimates, kind="stable")
+        calibrator.estimates_, calibrator.residuals_ = estimates[order], residuals[order]
+        calibrator.scores_ = np.sort(np.abs(residuals))
         return calibrator
 
     @classmethod
@@ -71,14 +83,19 @@ class Conformal:
         return math.inf if rank > n else float(self.scores_[rank - 1])
 
     def probability_above(self, y_pred: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-        """P(y > threshold) for each estimate: the share of calibration residuals that would carry the
-        estimate past the threshold, kept within [1/(n+1), n/(n+1)] (no finite sample makes it certain)."""
+        """P(y > threshold) for each estimate: the share of the residuals of its neighbours in estimate
+        that would carry it past the threshold, kept within [1/(k+1), k/(k+1)] for k neighbours (no
+        finite sample makes it certain)."""
         if self.residuals_ is None:
             raise NotConformalized("probabilities need signed residuals: conformalize, or from_residuals")
         n = len(self.residuals_)
-        needed = targets.residual(self.target, np.asarray(threshold, float), np.asarray(y_pred, float))
-        above = n - np.searchsorted(self.residuals_, needed, side="right")
-        return np.clip(above / n, 1 / (n + 1), n / (n + 1))
+        k = min(n, max(NEIGHBOURS, n // 10))
+        y_pred = np.atleast_1d(np.asarray(y_pred, float))
+        needed = targets.residual(self.target, np.asarray(threshold, float), y_pred)
+        needed = np.broadcast_to(needed, y_pred.shape)
+        first = np.clip(np.searchsorted(self.estimates_, y_pred) - k // 2, 0, n - k)
+        above = np.array([np.count_nonzero(self.residuals_[f:f + k] > need) for f, need in zip(first, needed)])
+        return np.clip(above / k, 1 / (k + 1), k / (k + 1))
 
     def interval(self, y_pred: np.ndarray, coverage: float, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a spread)."""

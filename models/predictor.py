@@ -256,6 +256,7 @@ class Predictor:
         self.base_family_.save(directory / "family")  # adaptations are not saved: they replay from measurements
         keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
         np.savez_compressed(directory / "residuals.npz", *(self.calibrators_[k][t].residuals_ for k, t in keys))
+        np.savez_compressed(directory / "estimates.npz", *(self.calibrators_[k][t].estimates_ for k, t in keys))
         _table(*self.train_).to_parquet(directory / "train.parquet")
         self.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
@@ -270,12 +271,7 @@ class Predictor:
         predictor = cls(state["task"], state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"],
                         params=state["params"])
         predictor.family_ = predictor.base_family_ = FAMILIES[state["family"]].load(directory / "family")
-        predictor.calibrators_ = {}
-        signed = (directory / "residuals.npz").exists()  # predictors saved before issue 5 kept |residuals| only
-        with np.load(directory / ("residuals.npz" if signed else "scores.npz")) as saved:
-            for i, (key, target) in enumerate(state["calibrators"]):
-                make = Conformal.from_residuals if signed else Conformal.from_scores
-                predictor.calibrators_.setdefault(key, {})[target] = make(target, saved[f"arr_{i}"])
+        predictor.calibrators_ = _load_calibrators(directory, state["calibrators"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
         predictor.target_devices_ = state.get("target_devices", {})  # absent from predictors saved before issue 4
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
@@ -283,6 +279,22 @@ class Predictor:
         predictor.unseen_residuals_ = pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
         predictor.shot_data_, predictor.shots_ = None, {}
         return predictor
+
+
+def _load_calibrators(directory: Path, keys: list) -> dict[str, dict[str, Conformal]]:
+    """Calibrators from signed residuals and their estimates, or from the |residuals| that predictors
+    saved before issue 5 kept (no probabilities from those)."""
+    out: dict[str, dict[str, Conformal]] = {}
+    if not (directory / "residuals.npz").exists():
+        with np.load(directory / "scores.npz") as scores:
+            for i, (key, target) in enumerate(keys):
+                out.setdefault(key, {})[target] = Conformal.from_scores(target, scores[f"arr_{i}"])
+        return out
+    with np.load(directory / "residuals.npz") as residuals, np.load(directory / "estimates.npz") as estimates:
+        for i, (key, target) in enumerate(keys):
+            calibrator = Conformal.from_residuals(target, residuals[f"arr_{i}"], estimates[f"arr_{i}"])
+            out.setdefault(key, {})[target] = calibrator
+    return out
 
 
 def _strata(meta: pd.DataFrame) -> np.ndarray:

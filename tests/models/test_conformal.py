@@ -64,11 +64,17 @@ def test_probability_above_counts_the_residuals_that_carry_an_estimate_past_a_th
     assert calibrator.probability_above(np.array([0.5]), np.array([0.9]))[0] == pytest.approx(0.2)  # at least 1/(n+1)
 
 
-def test_probabilities_are_calibrated_on_exchangeable_data():
+def test_probabilities_are_calibrated_where_the_error_grows_along_the_scale():
     rng = np.random.default_rng(0)
-    calibrator = Conformal("accuracy").conformalize(rng.normal(0, 1, 2000), np.zeros(2000))
-    y_new, threshold = rng.normal(0, 1, 4000), rng.normal(0, 1, 4000)
-    p = calibrator.probability_above(np.zeros(4000), threshold)
-    for lo in (0.1, 0.4, 0.7):
-        rows = (p >= lo) & (p < lo + 0.2)
-        assert abs(np.mean(y_new[rows] > threshold[rows]) - p[rows].mean()) < 0.05
+
+    def draw(n):
+        estimate = rng.uniform(0, 1, n)
+        return estimate + rng.normal(0, 0.01 + 0.3 * estimate, n), estimate
+
+    calibrator = Conformal("accuracy").conformalize(*draw(5000))
+    y_new, estimate = draw(4000)
+    threshold = estimate + rng.normal(0, 0.2, 4000)
+    p = calibrator.probability_above(estimate, threshold)
+    for lo in (0.0, 0.1, 0.4, 0.7, 0.9):
+        rows = (p >= lo) & (p < lo + 0.1)
+        assert abs(np.mean(y_new[rows] > threshold[rows]) - p[rows].mean()) < 0.05, lo
