@@ -15,8 +15,11 @@ without that run's architecture: 5 folds grouped by ``arch_group``. Then:
   kWh at the stopping epoch); regret is the best final accuracy among the candidates minus the
   incumbent at the end, in percentage points. Without early stopping every candidate runs in full.
 - ``reliability``: P(final > incumbent) in deciles against the observed share, over every held-out
-  partial curve against the final accuracies of 20 other runs drawn with the seed (incumbents),
-  and over the decision points the replays visited.
+  partial curve against 10 search-like incumbents each (the best final accuracy of 1-30 other runs
+  drawn with the seed), and over the decision points the replays visited (where runs that survived
+  earlier checks are those the model has overrated so far, a selection the first table is free of).
+  A final accuracy equal to the incumbent's does not beat it: P is taken half an accuracy step
+  above the incumbent (``models/early_stop.py::beat_threshold``; digits' 600 validation images).
 
 Writes bench/out/nas_early_stop.json and prints the tables.
 """
@@ -38,7 +41,8 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models.conformal import Conformal
 from preflight.models.datasets import load_source
-from preflight.models.early_stop import DEFAULT_RISK, stop
+from preflight.data.collect.curves import VALID_ROWS
+from preflight.models.early_stop import DEFAULT_RISK, beat_threshold, stop
 from preflight.models.evaluate import target_frame
 from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
@@ -52,6 +56,8 @@ PREFIXES = (0.10, 0.25, 0.50)
 RISKS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 #: Per source: candidates per search, and the compute a run has used after each epoch.
 CANDIDATES = {"local-curves": 100, "ec-nas": 200}
+#: Validation examples behind each source's accuracies (EC-NAS: 9,984 CIFAR-10 images, ties negligible).
+VALID_SIZE = {"local-curves": VALID_ROWS, "ec-nas": None}
 FOLDS = 5
 
 
@@ -64,13 +70,20 @@ class Held:
     low: dict[str, np.ndarray]
     high: dict[str, np.ndarray]
     calibrator: dict[str, list[Conformal]]  # per row: the calibrator its P comes from
+    valid_size: int | None  # examples behind the accuracies: a tie with the incumbent does not beat it
+
+    def p_beat(self, family: str, row: int, incumbents: np.ndarray) -> np.ndarray:
+        """P(final > incumbent) for one partial curve against one or more incumbents."""
+        incumbents = np.atleast_1d(np.asarray(incumbents, float))
+        estimate = np.full(len(incumbents), self.value[family][row])
+        return self.calibrator[family][row].probability_above(estimate, beat_threshold(incumbents, self.valid_size))
 
 
-def held_out(table: pd.DataFrame) -> Held:
+def held_out(table: pd.DataFrame, valid_size: int | None) -> Held:
     rows = TASK.rows(table)
     features, Y = TASK.featurize(rows, CATALOGUE), target_frame(TASK, rows)
     groups = TASK.group_values(features.meta, "arch")
-    out = Held(rows, {}, {}, {}, {})
+    out = Held(rows, {}, {}, {}, {}, valid_size)
     for family in FAMILIES:
         value, low, high = (np.full(len(rows), np.nan) for _ in range(3))
         calibrators: list[Conformal | None] = [None] * len(rows)
@@ -133,7 +146,7 @@ def replay(held: Held, all_runs: dict[str, Run], family: str, risk: float, candi
         for row, cost in run.points:
             if incumbent is None:
                 continue
-            p_beat = float(held.calibrator[family][row].probability_above(held.value[family][row:row + 1], incumbent)[0])
+            p_beat = float(held.p_beat(family, row, incumbent)[0])
             if decisions is not None:
                 decisions.append((p_beat, run.final > incumbent))
             if stop(p_beat, risk):
@@ -172,14 +185,15 @@ def reliability(pairs: list[tuple[float, bool]]) -> list[dict]:
     return table
 
 
-def incumbent_pairs(held: Held, all_runs: dict[str, Run], per_row: int = 20, seed: int = 0) -> list[tuple[float, bool]]:
-    """Every held-out partial curve against the final accuracies of ``per_row`` other runs."""
+def incumbent_pairs(held: Held, all_runs: dict[str, Run], per_row: int = 10, seed: int = 0) -> list[tuple[float, bool]]:
+    """Every held-out partial curve against ``per_row`` incumbents like a search's: the best final
+    accuracy of m other runs, m drawn from 1..30."""
     rng = np.random.default_rng(seed)
     finals = np.array([r.final for r in all_runs.values()])
     pairs = []
     for i, row in held.rows.iterrows():
-        incumbents = rng.choice(finals, size=per_row)
-        p = held.calibrator["tree"][i].probability_above(np.full(per_row, held.value["tree"][i]), incumbents)
+        incumbents = np.array([rng.choice(finals, size=m).max() for m in rng.integers(1, 31, size=per_row)])
+        p = held.p_beat("tree", i, incumbents)
         pairs += list(zip(p.tolist(), (row["accuracy"] > incumbents).tolist()))
     return pairs
 
@@ -199,7 +213,7 @@ def bench_source(source: str, seeds: int) -> dict:
         raise SystemExit(f"{source}: file not found; set PREFLIGHT_DATASETS to the datasets folder")
     table = load_source(source, path, SETTINGS, CATALOGUE, store=False)[0]
     start = time.perf_counter()
-    held = held_out(table)
+    held = held_out(table, VALID_SIZE[source])
     result = {"n_runs": int(held.rows["run"].nunique()), "n_partial_curves": len(held.rows), "mae": mae_by_prefix(held)}
     result["replay"], decisions = {}, []
     for kind, cost in costs(source, table).items():
@@ -208,7 +222,7 @@ def bench_source(source: str, seeds: int) -> dict:
         if kind in ("epochs", "energy_kwh"):
             for seed in range(seeds):
                 replay(held, all_runs, "tree", DEFAULT_RISK, CANDIDATES[source], seed, decisions)
-            result["reliability"] = {"random_incumbents": reliability(incumbent_pairs(held, all_runs)),
+            result["reliability"] = {"search_incumbents": reliability(incumbent_pairs(held, all_runs)),
                                      f"replay_decisions@{DEFAULT_RISK}": reliability(decisions)}
     result["seconds"] = time.perf_counter() - start
     return result

@@ -6,6 +6,11 @@ the ``nas-curve`` predictor's calibrated residuals), **stop when p < risk**, con
 lower risk stops fewer runs (less regret, less compute saved). Two cases need no model: a run whose
 curve has reached its budget is finished (stop; its final accuracy is its last value), and with no
 incumbent yet there is nothing to beat (continue).
+
+Accuracy measured on n validation examples moves in steps of 1/n, so a final accuracy *equal* to the
+incumbent's is likely (on digits' 600 images, about one run in six near the top ties it). Given n,
+P counts a tie as not beating: it is P(final > incumbent + 1/(2n)), the continuity correction of a
+lattice; without n, ties count half or more.
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ def stop(p_beat: np.ndarray | float, risk: float) -> np.ndarray | bool:
     return np.asarray(p_beat) < risk
 
 
+def beat_threshold(incumbent: np.ndarray | float, valid_size: int | None) -> np.ndarray | float:
+    """The accuracy a final accuracy must exceed to beat the incumbent (half a step above it, given n)."""
+    return incumbent if valid_size is None else np.asarray(incumbent) + 0.5 / valid_size
+
+
 @dataclass
 class Decision:
     final: dict[str, float | None]  # value, low, high
@@ -39,7 +49,7 @@ class Decision:
 
 
 def decide(task: Task, predictor: Predictor, catalogue: Catalogue, item: CurveItem, incumbent: float | None,
-           risk: float, coverage: float) -> Decision:
+           risk: float, coverage: float, valid_size: int | None = None) -> Decision:
     """Predict the run's final accuracy and apply the rule."""
     if item.finished:
         last = item.curve[-1]
@@ -53,7 +63,8 @@ def decide(task: Task, predictor: Predictor, catalogue: Catalogue, item: CurveIt
     if incumbent is None:
         return Decision(record[target], None, "continue", "no incumbent yet: nothing to beat", record["ood"],
                         record["warnings"])
-    p_beat = float(predictor.probability_above(features, target, estimates.value[target].to_numpy(), incumbent)[0])
+    threshold = beat_threshold(incumbent, valid_size)
+    p_beat = float(predictor.probability_above(features, target, estimates.value[target].to_numpy(), threshold)[0])
     stopping = bool(stop(p_beat, risk))
     reason = f"P(final > incumbent) = {p_beat:.3f} {'<' if stopping else '>='} risk {risk}"
     return Decision(record[target], p_beat, "stop" if stopping else "continue", reason, record["ood"],

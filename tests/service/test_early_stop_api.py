@@ -95,3 +95,12 @@ def test_final_accuracy_is_also_served_as_a_task(client):
     assert response.status_code == 200, response.text
     estimate = response.json()["predictions"][0]["accuracy"]
     assert estimate["low"] <= estimate["value"] <= estimate["high"]
+
+
+def test_a_tie_with_the_incumbent_does_not_beat_it(client):
+    curve = [0.3, 0.5, 0.6]
+    anywhere = ask(client, curve, incumbent=0.7).json()["p_beat_incumbent"]
+    on_a_lattice = ask(client, curve, incumbent=0.7, valid_size=10).json()["p_beat_incumbent"]
+    assert on_a_lattice < anywhere  # accuracy moves in steps of 0.1: ending at 0.7 is a tie, not a win
+    finished = ask(client, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], incumbent=0.8).json()
+    assert finished["p_beat_incumbent"] == 0.0 and finished["decision"] == "stop"
