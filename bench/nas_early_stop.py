@@ -174,13 +174,15 @@ def replays(held: Held, all_runs: dict[str, Run], candidates: int, seeds: int) -
 
 
 def reliability(pairs: list[tuple[float, bool]]) -> list[dict]:
+    """Per decile of P: how many pairs, the mean P, the observed share that beat, and the gap in points."""
     p = np.array([a for a, _ in pairs])
     beat = np.array([b for _, b in pairs], dtype=float)
+    decile = np.minimum((p * 10).astype(int), 9)
     table = []
-    for lo in np.arange(0, 1, 0.1):
-        rows = (p >= lo) & ((p < lo + 0.1) if lo < 0.85 else (p <= 1))
+    for d in range(10):
+        rows = decile == d
         if rows.any():
-            table.append({"bin": f"{lo:.1f}-{lo + 0.1:.1f}", "n": int(rows.sum()), "mean_p": float(p[rows].mean()),
+            table.append({"bin": f"{d / 10:.1f}-{(d + 1) / 10:.1f}", "n": int(rows.sum()), "mean_p": float(p[rows].mean()),
                           "observed": float(beat[rows].mean()), "gap_pts": float((beat[rows].mean() - p[rows].mean()) * 100)})
     return table
 
