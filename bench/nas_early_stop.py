@@ -1,13 +1,15 @@
 """NAS early-stopping figures for docs/BENCHMARKS.md (issue 5), on ``local-curves`` and ``ec-nas``.
 
     PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_early_stop.py [--seeds 20] [--only local-curves]
+    .venv/bin/python bench/nas_early_stop.py --only lcdb --lcdb PATH/TO/lcdb/database-accuracy.csv   # pip install lcdb
 
 Every prediction of a run comes from a ``nas-curve`` predictor (calibration included) fitted
-without that run's architecture: 5 folds grouped by ``arch_group``. Then:
+without that run's architecture (LCDB: without its dataset): 5 grouped folds. Then:
 
-- ``mae``: final-accuracy MAE (percentage points) and 90% interval coverage from 10%, 25% and 50%
-  of the epochs, for the learned model (``tree``) and both baselines (``extrapolation``: the
-  power-law/exponential/log-power ensemble; ``last-value``).
+- ``mae``: final-accuracy MAE (percentage points) and 90% interval coverage from the longest prefix
+  within 10%, 25% and 50% of each run's budget, for the learned model (``tree``) and both baselines
+  (``extrapolation``: the power-law/exponential/log-power ensemble; ``last-value``). LCDB (curves
+  over training-set size, ``--lcdb-runs`` of its 124,000 drawn with seed 0) gets this table only.
 - ``replay``: random search over ``--candidates`` runs drawn per seed, in random order, each trained
   epoch by epoch; after each measured epoch the rule of ``models/early_stop.py`` (stop when
   P(final > incumbent) < risk) decides, with the incumbent the best finished run so far. Compute is
@@ -56,8 +58,11 @@ PREFIXES = (0.10, 0.25, 0.50)
 RISKS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 #: Per source: candidates per search, and the compute a run has used after each epoch.
 CANDIDATES = {"local-curves": 100, "ec-nas": 200}
+SOURCES = (*CANDIDATES, "lcdb")
+#: What a user brings new, per source: an architecture, or (LCDB) a dataset.
+SPLIT = {"local-curves": "arch", "ec-nas": "arch", "lcdb": "dataset"}
 #: Validation examples behind each source's accuracies (EC-NAS: 9,984 CIFAR-10 images, ties negligible).
-VALID_SIZE = {"local-curves": VALID_ROWS, "ec-nas": None}
+VALID_SIZE = {"local-curves": VALID_ROWS, "ec-nas": None, "lcdb": None}
 FOLDS = 5
 
 
@@ -79,10 +84,10 @@ class Held:
         return self.calibrator[family][row].probability_above(estimate, beat_threshold(incumbents, self.valid_size))
 
 
-def held_out(table: pd.DataFrame, valid_size: int | None) -> Held:
+def held_out(table: pd.DataFrame, split: str, valid_size: int | None) -> Held:
     rows = TASK.rows(table)
     features, Y = TASK.featurize(rows, CATALOGUE), target_frame(TASK, rows)
-    groups = TASK.group_values(features.meta, "arch")
+    groups = TASK.group_values(features.meta, split)
     out = Held(rows, {}, {}, {}, {}, valid_size)
     for family in FAMILIES:
         value, low, high = (np.full(len(rows), np.nan) for _ in range(3))
@@ -100,15 +105,16 @@ def held_out(table: pd.DataFrame, valid_size: int | None) -> Held:
 
 
 def mae_by_prefix(held: Held) -> dict:
-    """MAE and coverage from the prefixes nearest 10/25/50% of each run's budget (runs of that length)."""
-    fraction = held.rows["epochs"].map(lambda e: e[-1]).to_numpy() / held.rows["budget"].to_numpy()
+    """MAE and coverage from each run's longest prefix within 10/25/50% of its budget."""
+    fraction = pd.Series(held.rows["epochs"].map(lambda e: e[-1]).to_numpy() / held.rows["budget"].to_numpy())
     y = held.rows["accuracy"].to_numpy(dtype=float)
     out = {}
     for share in PREFIXES:
-        rows = np.isclose(fraction, share)
-        if not rows.any():
+        within = fraction[fraction <= share + 1e-9]
+        if within.empty:
             continue
-        out[f"{int(share * 100)}%"] = {"n_runs": int(rows.sum()), **{
+        rows = within.groupby(held.rows["run"][within.index]).idxmax().to_numpy()
+        out[f"<={int(share * 100)}%"] = {"n_runs": len(rows), **{
             family: {"mae_pp": float(np.mean(np.abs(held.value[family][rows] - y[rows])) * 100),
                      "coverage": float(np.mean((y[rows] >= held.low[family][rows]) & (y[rows] <= held.high[family][rows])))}
             for family in FAMILIES}}
@@ -201,7 +207,10 @@ def incumbent_pairs(held: Held, all_runs: dict[str, Run], per_row: int = 10, see
 
 
 def costs(source: str, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Compute used by the end of each epoch, per kind of compute the source records."""
+    """Compute used by the end of each epoch, per kind of compute the source records (LCDB: none
+    replayed; its curves grow with data, not with time)."""
+    if source == "lcdb":
+        return {}
     if source == "local-curves":
         epochs = table[["run", "epoch"]].assign(cost=table["epoch"].astype(float))
         seconds = table.sort_values("epoch").assign(cost=lambda t: t.groupby("run")["epoch_seconds"].cumsum())
@@ -209,15 +218,19 @@ def costs(source: str, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"energy_kwh": table[["run", "epoch"]].assign(cost=table["train_energy_kwh"])}
 
 
-def bench_source(source: str, seeds: int) -> dict:
-    path = sources.default_path(source, SETTINGS.datasets)
+def bench_source(source: str, seeds: int, path: Path | None = None, lcdb_runs: int = 1_000) -> dict:
+    path = path or sources.default_path(source, SETTINGS.datasets)
     if path is None:
-        raise SystemExit(f"{source}: file not found; set PREFLIGHT_DATASETS to the datasets folder")
+        raise SystemExit(f"{source}: file not found; set PREFLIGHT_DATASETS to the datasets folder (LCDB: --lcdb)")
     table = load_source(source, path, SETTINGS, CATALOGUE, store=False)[0]
+    if source == "lcdb":
+        runs_drawn = np.random.default_rng(0).choice(table["run"].unique(), lcdb_runs, replace=False)
+        table = table[table["run"].isin(runs_drawn)]
     start = time.perf_counter()
-    held = held_out(table, VALID_SIZE[source])
-    result = {"n_runs": int(held.rows["run"].nunique()), "n_partial_curves": len(held.rows), "mae": mae_by_prefix(held)}
-    result["replay"], decisions = {}, []
+    held = held_out(table, SPLIT[source], VALID_SIZE[source])
+    result = {"n_runs": int(held.rows["run"].nunique()), "n_partial_curves": len(held.rows), "mae": mae_by_prefix(held),
+              "replay": {}, "reliability": {}}
+    decisions = []
     for kind, cost in costs(source, table).items():
         all_runs = runs(held, cost)
         result["replay"][kind] = replays(held, all_runs, CANDIDATES[source], seeds)
@@ -233,7 +246,7 @@ def bench_source(source: str, seeds: int) -> dict:
 def show(source: str, result: dict) -> None:
     print(f"\n== {source}: {result['n_runs']} runs, {result['n_partial_curves']} partial curves")
     for prefix, row in result["mae"].items():
-        print(f"MAE from {prefix:>4} of the epochs ({row['n_runs']} runs): " + ", ".join(
+        print(f"MAE from {prefix:>5} of the budget ({row['n_runs']} runs): " + ", ".join(
             f"{f} {row[f]['mae_pp']:.2f} pp (cov {row[f]['coverage']:.2f})" for f in FAMILIES))
     for kind, table in result["replay"].items():
         for r in table.values():
@@ -246,12 +259,14 @@ def show(source: str, result: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=list(CANDIDATES), choices=list(CANDIDATES))
+    parser.add_argument("--only", nargs="*", default=list(CANDIDATES), choices=SOURCES)
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--lcdb", type=Path, help="the lcdb package's database-accuracy.csv")
+    parser.add_argument("--lcdb-runs", type=int, default=1_000)
     args = parser.parse_args()
     found = json.loads(OUT.read_text()) if OUT.exists() else {}
     for source in args.only:
-        found[source] = bench_source(source, args.seeds)
+        found[source] = bench_source(source, args.seeds, args.lcdb if source == "lcdb" else None, args.lcdb_runs)
         show(source, found[source])
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(found, indent=2))

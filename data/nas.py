@@ -33,17 +33,21 @@ class ArchItem(BaseModel):
     @field_validator("arch")
     @classmethod
     def _parses(cls, value: str | list | dict, info: ValidationInfo) -> str:
-        space = info.data.get("space")
-        if space is None:  # the space itself was refused; that error is reported
-            return arch.notation("opgraph", value)
-        text = arch.notation(space, value)
-        try:
-            arch.parse(space, text)
-        except ValueError:
-            raise
-        except arch.NOTATION_ERRORS as exc:
-            raise ValueError(f"not a {space} architecture: {type(exc).__name__}: {exc}") from exc
-        return text
+        return checked_notation(info.data.get("space"), value)
+
+
+def checked_notation(space: str | None, value: str | list | dict) -> str:
+    """An architecture's canonical notation, or a ValueError saying what is wrong with it."""
+    if space is None:  # the space itself was refused (or not given); that error is reported
+        return arch.notation("opgraph", value)
+    text = arch.notation(space, value)
+    try:
+        arch.parse(space, text)
+    except ValueError:
+        raise
+    except arch.NOTATION_ERRORS as exc:
+        raise ValueError(f"not a {space} architecture: {type(exc).__name__}: {exc}") from exc
+    return text
 
 
 class LatencyItem(ArchItem):
@@ -57,22 +61,39 @@ class LatencyItem(ArchItem):
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
-class CurveItem(ArchItem):
-    """A partial learning curve of a training run: validation accuracy after each epoch so far.
+class CurveItem(BaseModel):
+    """A partial learning curve of a training run: validation accuracy after each epoch so far (or at
+    each training-set size, for learning curves over data), and what was trained: an architecture
+    (``space`` and ``arch``, as for ``nas-accuracy``) and/or a learner's name (LCDB's ``SVC_rbf``).
 
     A curve as long as its budget is a finished run: its final accuracy is its last value.
     """
 
+    model_config = ConfigDict(extra="forbid")
+
+    space: Space | None = Field(None, description="search space of arch; 'opgraph' for an explicit graph")
+    arch: str | list[str] | dict | None = Field(None, description="the architecture in its space's notation "
+                                                "(as for nas-accuracy); none for a learner without one")
+    learner: str | None = Field(None, min_length=1, description="what was trained when it is no architecture, e.g. "
+                                "LCDB's 'SVC_rbf' or 'sklearn.ensemble.RandomForestClassifier'")
+    dataset: str = Field(min_length=1, description="e.g. digits, cifar10, openml-44")
     curve: list[Fraction] = Field(min_length=1, max_length=10_000,
                                   description="validation accuracy (a fraction) after each epoch measured so far")
     epochs: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, description="the epoch of each curve point, increasing (default 1, 2, ...)")
-    budget: int = Field(ge=1, le=100_000, description="epochs the run trains for in full")
+        None, description="the epoch (or training-set size) of each curve point, increasing (default 1, 2, ...)")
+    budget: int = Field(ge=1, le=10_000_000, description="epochs (or training-set size) of the run in full")
     learning_rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="initial learning rate")
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
 
+    @field_validator("arch")
+    @classmethod
+    def _parses(cls, value: str | list | dict | None, info: ValidationInfo) -> str | None:
+        return None if value is None else checked_notation(info.data.get("space"), value)
+
     @model_validator(mode="after")
-    def _fits_budget(self) -> "CurveItem":
+    def _consistent(self) -> "CurveItem":
+        if (self.space is None) != (self.arch is None):
+            raise PydanticCustomError("space_and_arch", "space and arch go together: give both or neither")
         epochs = self.epochs or list(range(1, len(self.curve) + 1))
         if len(epochs) != len(self.curve):
             raise PydanticCustomError("epochs_length", "epochs has {e} entries for {c} curve points",

@@ -1,5 +1,6 @@
 """Learning-curve features: a partial curve of validation accuracy, its parametric extrapolations,
-the architecture (``features/arch.py``'s flat encoding) and the training hyperparameters.
+what was trained (an architecture in ``features/arch.py``'s flat encoding, NaN without one; a
+learner's name from a fixed vocabulary) and the training hyperparameters.
 
 A row holds ``curve`` (accuracy after each measured epoch), ``epochs`` (which epochs; 1, 2, ... when
 absent) and ``budget`` (the epochs the run will train for). The extrapolations are the classic
@@ -20,7 +21,7 @@ import pandas as pd
 
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
-from preflight.features.arch import DATASETS, flat
+from preflight.features.arch import DATASETS, FLAT_COLUMNS, flat
 
 #: Curve models fitted when the curve has at least this many points (their parameter count).
 MIN_POINTS = 3
@@ -28,6 +29,12 @@ POW_ALPHAS = np.geomspace(0.05, 4.0, 24)
 EXP_RATES = np.geomspace(0.01, 3.0, 24)
 LOGPOWER_SCALES, LOGPOWER_SHAPES = np.meshgrid(np.geomspace(0.3, 100.0, 16), np.geomspace(0.3, 6.0, 12))
 MODELS = ("pow3", "exp3", "logpower")
+#: Learners of LCDB (the last part of the name; a learner outside this list is NaN and flagged unseen).
+LEARNERS = ("SVC_linear", "SVC_poly", "SVC_rbf", "SVC_sigmoid", "LinearDiscriminantAnalysis",
+            "QuadraticDiscriminantAnalysis", "ExtraTreesClassifier", "GradientBoostingClassifier",
+            "RandomForestClassifier", "LogisticRegression", "PassiveAggressiveClassifier", "Perceptron",
+            "RidgeClassifier", "SGDClassifier", "BernoulliNB", "MultinomialNB", "KNeighborsClassifier",
+            "MLPClassifier", "DecisionTreeClassifier", "ExtraTreeClassifier")
 #: Calibration strata: the share of the budget already trained (the error shrinks as it grows) and the
 #: level the curve has reached (a curve still at chance may go anywhere; one near 1 has little room).
 FRACTION_EDGES = (0.1, 0.25, 0.5, 0.75)
@@ -118,9 +125,12 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         "ctx_learning_rate_log10": np.log10(_numeric(rows, "learning_rate")),
         "ctx_batch_log2": np.log2(_numeric(rows, "batch_size")),
     })
-    spaces, notations = rows["space"].astype(str).to_numpy(), rows["arch"].astype(str).to_numpy()
-    X = pd.concat([curves, flat(spaces, notations), context], axis=1)
-    groups = rows["arch_group"].astype(str).to_numpy() if "arch_group" in rows else notations
+    spaces, notations, learners = _text(rows, "space"), _text(rows, "arch"), _text(rows, "learner")
+    context["ctx_learner"] = pd.Series(learners).str.rsplit(".", n=1).str[-1].map(
+        {name: float(i) for i, name in enumerate(LEARNERS)}).to_numpy(dtype=float)
+    X = pd.concat([curves, _architectures(spaces, notations), context], axis=1)
+    given = _text(rows, "arch_group")
+    groups = np.where(given != "", given, np.where(notations != "", notations, learners))  # API items: what was trained
     meta = pd.DataFrame({
         "device_id": "", "dataset": dataset.to_numpy(), "space": spaces, "arch": notations, "arch_group": groups,
         "run": rows["run"].astype(str).to_numpy() if "run" in rows else np.arange(len(rows)).astype(str),
@@ -128,6 +138,22 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     })
     reference = pd.DataFrame({"accuracy": curves["curve_last"]})  # the final accuracy is learned as a change from it
     return Features(X=X, reference=reference, meta=meta)
+
+
+def _architectures(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
+    """The flat encoding of rows that have an architecture; NaN for the others (an LCDB learner)."""
+    out = pd.DataFrame(np.nan, index=range(len(spaces)), columns=list(FLAT_COLUMNS))
+    has = notations != ""
+    if has.any():
+        out.loc[has] = flat(spaces[has], notations[has]).to_numpy()
+    return out
+
+
+def _text(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """A text column with missing values as ''."""
+    if column not in rows:
+        return np.full(len(rows), "", dtype=object)
+    return rows[column].astype(object).where(rows[column].notna(), "").astype(str).to_numpy()
 
 
 def _numeric(rows: pd.DataFrame, column: str) -> np.ndarray:

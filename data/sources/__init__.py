@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from preflight.data.errors import DataError
-from preflight.data.sources import (deepbench, ec_nas, gpperf, help_latency, hw_nas_bench_360, local_curves, local_gemm,
-                                    nas_bench_graph, uci_sgemm)
+from preflight.data.sources import (deepbench, ec_nas, gpperf, help_latency, hw_nas_bench_360, lcdb, local_curves,
+                                    local_gemm, nas_bench_graph, uci_sgemm)
 from preflight.data.tables import Loaded
 
 #: source name -> (loader, its file: a name under PREFLIGHT_DATASETS, or the Path of a file shipped with preflight)
@@ -25,6 +25,7 @@ LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | Path]] = {
     "hw-nas-bench-360": (hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
     "nas-bench-graph": (nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
     "ec-nas": (ec_nas.load, "nas/ec_nas_bench_energy.csv"),
+    "lcdb": (lcdb.load, "lcdb/database-accuracy.csv"),  # from the lcdb package (optional, large)
 }
 
 

@@ -3,6 +3,7 @@ the final accuracy of a training run from its partial learning curve."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from preflight.data.nas import ArchItem, CurveItem, LatencyItem
@@ -64,21 +65,29 @@ NAS_LATENCY = register(Task(
 ))
 
 
+#: Runs one source contributes at most, drawn with a fixed seed (LCDB holds 124,000).
+MAX_RUNS = 5_000
+
+
 def partial_curves(table: pd.DataFrame) -> pd.DataFrame:
     """Every proper prefix of every run's validation curve, each with the run's final accuracy as target.
 
     A run is the rows of one ``run`` id, one per epoch (epochs 1 and up; an untrained epoch 0 says
     nothing of the run); its final accuracy is the one at its ``budget``.
     """
-    rows = table[(table["epoch"] >= 1) & table["valid_accuracy"].notna()].sort_values(["run", "epoch"])
+    rows = table[(table["epoch"] >= 1) & table["valid_accuracy"].notna()]
+    runs = rows["run"].unique()
+    if len(runs) > MAX_RUNS:
+        rows = rows[rows["run"].isin(np.random.default_rng(0).choice(runs, MAX_RUNS, replace=False))]
+    rows = rows.sort_values(["run", "epoch"])
     out = []
     for run, curve in rows.groupby("run", sort=False):
         budget = int(curve["budget"].iloc[0])
         if curve["epoch"].iloc[-1] != budget:
             continue  # the final accuracy is unknown
         first = curve.iloc[0]
-        context = {c: first[c] for c in ("space", "arch", "arch_group", "dataset", "learning_rate", "batch_size")
-                   if c in curve}
+        context = {c: first[c] for c in ("space", "arch", "arch_group", "learner", "dataset", "learning_rate",
+                                          "batch_size") if c in curve}
         values, epochs = curve["valid_accuracy"].tolist(), curve["epoch"].astype(int).tolist()
         out += [context | {"run": run, "curve": values[:k], "epochs": epochs[:k], "budget": budget,
                            "accuracy": values[-1]} for k in range(1, len(values))]
@@ -89,7 +98,7 @@ NAS_CURVE = register(Task(
     name="nas-curve",
     item=CurveItem,
     targets={"accuracy": "final validation accuracy of the run, a fraction"},
-    sources=("local-curves", "ec-nas"),
+    sources=("local-curves", "ec-nas", "lcdb"),
     featurize=curve_features.tabular,
     groups={"arch": ("arch_group",), "run": ("run",), "dataset": ("dataset",)},
     group_key="arch",

@@ -62,3 +62,25 @@ def test_runs_lacking_epochs_are_rejected_with_a_reason(tmp_path):
     loaded = local_curves.load(path)
     assert loaded.reject_counts() == {"run lacks some of its epochs": 3}
     assert "2" not in set(loaded.rows["run"])
+
+
+def test_lcdb_curves_over_training_set_size_load_as_runs(tmp_path):
+    from preflight.data import sources
+    from preflight.models.task import get_task
+
+    path = tmp_path / "database-accuracy.csv"
+    anchors = [16, 23, 32, 45, 64]
+    rows = [{"openmlid": 44, "learner": learner, "size_train": size, "size_test": 461, "outer_seed": 0, "inner_seed": 0,
+             "traintime": 0.01, "score_train": 0.9, "score_valid": 0.5 + 0.05 * i, "score_test": 0.5}
+            for learner in ("SVC_rbf", "sklearn.ensemble.RandomForestClassifier") for i, size in enumerate(anchors)]
+    rows.append(rows[0] | {"score_valid": 1.5})  # a repeated anchor, and not a fraction
+    pd.DataFrame(rows).to_csv(path, index=False)
+    loaded = sources.load("lcdb", path)
+    assert loaded.reject_counts() == {"score_valid not a fraction": 1, "anchor repeated within a curve": 1}
+    prefixes = get_task("nas-curve").rows(loaded.rows)
+    forest = prefixes[prefixes["learner"].str.endswith("RandomForestClassifier")]
+    assert len(forest) == 4 and forest["budget"].unique().tolist() == [64]
+    assert forest["epochs"].iloc[-1] == anchors[:4] and forest["accuracy"].unique().tolist() == [0.7]
+    features = get_task("nas-curve").featurize(forest, None)
+    assert features.X["ctx_learner"].notna().all() and features.X["arch_n_nodes"].isna().all()
+    assert set(features.meta["arch_group"]) == {"sklearn.ensemble.RandomForestClassifier"}

@@ -104,3 +104,13 @@ def test_a_tie_with_the_incumbent_does_not_beat_it(client):
     assert on_a_lattice < anywhere  # accuracy moves in steps of 0.1: ending at 0.7 is a tie, not a win
     finished = ask(client, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], incumbent=0.8).json()
     assert finished["p_beat_incumbent"] == 0.0 and finished["decision"] == "stop"
+
+
+def test_a_learner_without_an_architecture_gets_an_answer_flagged_unseen(client):
+    body = {"learner": "SVC_rbf", "dataset": "openml-44", "curve": [0.6, 0.7], "epochs": [16, 32], "budget": 4096,
+            "incumbent": 0.9}
+    response = client.post("/v1/nas/early-stop", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["ood"]  # the test model was trained on architectures only
+    half = client.post("/v1/nas/early-stop", json=body | {"space": "nb201"})
+    assert half.status_code == 422 and "space and arch go together" in half.text
