@@ -4,7 +4,7 @@
     .venv/bin/python bench/nas_early_stop.py --only lcdb --lcdb PATH/TO/lcdb/database-accuracy.csv   # pip install lcdb
 
 Every prediction of a run comes from a ``nas-curve`` predictor (calibration included) fitted
-without that run's architecture (LCDB: without its dataset): 5 grouped folds. Then:
+without that run's ``arch_group``: its architecture (LCDB: its dataset), 5 grouped folds. Then:
 
 - ``mae``: final-accuracy MAE (percentage points) and 90% interval coverage from the longest prefix
   within 10%, 25% and 50% of each run's budget, for the learned model (``tree``) and both baselines
@@ -60,7 +60,7 @@ RISKS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 CANDIDATES = {"local-curves": 100, "ec-nas": 200}
 SOURCES = (*CANDIDATES, "lcdb")
 #: What a user brings new, per source: an architecture, or (LCDB) a dataset.
-SPLIT = {"local-curves": "arch", "ec-nas": "arch", "lcdb": "dataset"}
+SPLIT = {"local-curves": "arch", "ec-nas": "arch", "lcdb": "arch"}  # LCDB's arch_group is its dataset
 #: Validation examples behind each source's accuracies (EC-NAS: 9,984 CIFAR-10 images, ties negligible).
 VALID_SIZE = {"local-curves": VALID_ROWS, "ec-nas": None, "lcdb": None}
 FOLDS = 5
@@ -132,11 +132,9 @@ def runs(held: Held, cost: pd.DataFrame) -> dict[str, Run]:
     """Each run's final accuracy, full compute, and its decision points in order."""
     out: dict[str, Run] = {}
     by_run = cost.set_index(["run", "epoch"])["cost"]
-    for i, row in held.rows.iterrows():
+    for i, row in held.rows.iterrows():  # a run's prefixes come in epoch order (``partial_curves``)
         run = out.setdefault(row["run"], Run(row["accuracy"], float(by_run[(row["run"], row["budget"])]), []))
         run.points.append((i, float(by_run[(row["run"], row["epochs"][-1])])))
-    for run in out.values():
-        run.points.sort(key=lambda p: p[1])
     return out
 
 
@@ -195,12 +193,15 @@ def reliability(pairs: list[tuple[float, bool]]) -> list[dict]:
 
 def incumbent_pairs(held: Held, all_runs: dict[str, Run], per_row: int = 10, seed: int = 0) -> list[tuple[float, bool]]:
     """Every held-out partial curve against ``per_row`` incumbents like a search's: the best final
-    accuracy of m other runs, m drawn from 1..30."""
+    accuracy of m other runs (drawn without replacement), m drawn from 1..30."""
     rng = np.random.default_rng(seed)
-    finals = np.array([r.final for r in all_runs.values()])
+    names = sorted(all_runs)
+    finals = np.array([all_runs[n].final for n in names])
+    position = {n: i for i, n in enumerate(names)}
     pairs = []
     for i, row in held.rows.iterrows():
-        incumbents = np.array([rng.choice(finals, size=m).max() for m in rng.integers(1, 31, size=per_row)])
+        others = np.delete(finals, position[row["run"]])
+        incumbents = np.array([rng.choice(others, size=m, replace=False).max() for m in rng.integers(1, 31, size=per_row)])
         p = held.p_beat("tree", i, incumbents)
         pairs += list(zip(p.tolist(), (row["accuracy"] > incumbents).tolist()))
     return pairs

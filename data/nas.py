@@ -80,7 +80,8 @@ class CurveItem(BaseModel):
     curve: list[Fraction] = Field(min_length=1, max_length=10_000,
                                   description="validation accuracy (a fraction) after each epoch measured so far")
     epochs: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, description="the epoch (or training-set size) of each curve point, increasing (default 1, 2, ...)")
+        None, min_length=1, description="the epoch (or training-set size) of each curve point, increasing "
+                                        "(default 1, 2, ...)")
     budget: int = Field(ge=1, le=10_000_000, description="epochs (or training-set size) of the run in full")
     learning_rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="initial learning rate")
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
@@ -94,7 +95,7 @@ class CurveItem(BaseModel):
     def _consistent(self) -> "CurveItem":
         if (self.space is None) != (self.arch is None):
             raise PydanticCustomError("space_and_arch", "space and arch go together: give both or neither")
-        epochs = self.epochs or list(range(1, len(self.curve) + 1))
+        epochs = self.measured_epochs
         if len(epochs) != len(self.curve):
             raise PydanticCustomError("epochs_length", "epochs has {e} entries for {c} curve points",
                                       {"e": len(epochs), "c": len(self.curve)})
@@ -106,5 +107,10 @@ class CurveItem(BaseModel):
         return self
 
     @property
+    def measured_epochs(self) -> list[int]:
+        """The epoch of each curve point: as given, or 1, 2, ..."""
+        return list(range(1, len(self.curve) + 1)) if self.epochs is None else self.epochs
+
+    @property
     def finished(self) -> bool:
-        return (self.epochs or [len(self.curve)])[-1] == self.budget
+        return self.measured_epochs[-1] == self.budget

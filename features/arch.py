@@ -142,8 +142,9 @@ def node_features(g: OpGraph) -> np.ndarray:
     return x
 
 
-def _codes(values: pd.Series, vocabulary: tuple[str, ...]) -> np.ndarray:
-    lookup = {v: float(i) for i, v in enumerate(vocabulary)}
+def codes(values: pd.Series, vocabulary: tuple[str, ...]) -> np.ndarray:
+    """Each value's position in a fixed vocabulary (case-insensitive); NaN outside it."""
+    lookup = {v.lower(): float(i) for i, v in enumerate(vocabulary)}
     return values.astype(str).str.lower().map(lookup).to_numpy(dtype=float)
 
 
@@ -170,8 +171,8 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     framework = _text(rows, "framework")
     peak = np.array([np.nan if s is None else s.peak_tflops["fp32"] for s in specs], dtype=float)
     context = pd.DataFrame({
-        "ctx_dataset": _codes(rows["dataset"], DATASETS), "ctx_batch_log2": np.log2(batch),
-        "ctx_framework": _codes(framework, FRAMEWORKS), "ctx_device_kind": device.kind_codes(specs),
+        "ctx_dataset": codes(rows["dataset"], DATASETS), "ctx_batch_log2": np.log2(batch),
+        "ctx_framework": codes(framework, FRAMEWORKS), "ctx_device_kind": device.kind_codes(specs),
         "ctx_peak_fp32_log2": np.log2(peak), "ctx_bandwidth_log2": np.log2(spec["memory_bandwidth_gbs"]),
         **{f"ctx_{field}": spec[field] for field in ("compute_units", "boost_clock_mhz", "llc_mb", "tdp_w", "year")},
     })

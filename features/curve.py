@@ -21,7 +21,7 @@ import pandas as pd
 
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
-from preflight.features.arch import DATASETS, FLAT_COLUMNS, flat
+from preflight.features.arch import DATASETS, FLAT_COLUMNS, codes, flat
 
 #: Curve models fitted when the curve has at least this many points (their parameter count).
 MIN_POINTS = 3
@@ -121,13 +121,12 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
                           columns=list(CURVE_COLUMNS)).astype(float)
     dataset = rows["dataset"].astype(str).str.lower()
     context = pd.DataFrame({
-        "ctx_dataset": dataset.map({d: float(i) for i, d in enumerate(DATASETS)}).to_numpy(dtype=float),
+        "ctx_dataset": codes(dataset, DATASETS),
         "ctx_learning_rate_log10": np.log10(_numeric(rows, "learning_rate")),
         "ctx_batch_log2": np.log2(_numeric(rows, "batch_size")),
     })
     spaces, notations, learners = _text(rows, "space"), _text(rows, "arch"), _text(rows, "learner")
-    context["ctx_learner"] = pd.Series(learners).str.rsplit(".", n=1).str[-1].map(
-        {name: float(i) for i, name in enumerate(LEARNERS)}).to_numpy(dtype=float)
+    context["ctx_learner"] = codes(pd.Series(learners).str.rsplit(".", n=1).str[-1], LEARNERS)
     X = pd.concat([curves, _architectures(spaces, notations), context], axis=1)
     given = _text(rows, "arch_group")
     groups = np.where(given != "", given, np.where(notations != "", notations, learners))  # API items: what was trained

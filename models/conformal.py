@@ -87,7 +87,7 @@ class Conformal:
     def probability_above(self, y_pred: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """P(y > threshold) for each estimate: the share of the residuals of its neighbours in estimate
         that would carry it past the threshold, kept within [1/(k+1), k/(k+1)] for k neighbours (no
-        finite sample makes it certain)."""
+        finite sample makes it certain), and 0 where the threshold is at or above what the target can be."""
         if self.residuals_ is None:
             raise NotConformalized("probabilities need signed residuals: conformalize, or from_residuals")
         n = len(self.residuals_)
@@ -97,7 +97,9 @@ class Conformal:
         needed = np.broadcast_to(needed, y_pred.shape)
         first = np.clip(np.searchsorted(self.estimates_, y_pred) - k // 2, 0, n - k)
         above = np.array([np.count_nonzero(self.residuals_[f:f + k] > need) for f, need in zip(first, needed)])
-        return np.clip(above / k, 1 / (k + 1), k / (k + 1))
+        p = np.clip(above / k, 1 / (k + 1), k / (k + 1))
+        bound = targets.UPPER_BOUND.get(self.target, np.inf)
+        return np.where(np.broadcast_to(np.asarray(threshold, float), p.shape) >= bound, 0.0, p)
 
     def interval(self, y_pred: np.ndarray, coverage: float, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a spread)."""

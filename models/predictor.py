@@ -210,7 +210,7 @@ class Predictor:
         devices, strata = features.meta["device_id"].astype(str).to_numpy(), _strata(features.meta)
         for target in value.columns:
             offsets = np.array([self.shots_.get(d, {}).get(target, {}).get("offset", 0.0) for d in devices])
-            value[target] = targets.shift(target, value[target].to_numpy(), offsets)
+            value[target] = targets.clip(target, targets.shift(target, value[target].to_numpy(), offsets))
             low[target], high[target] = self._interval(target, value[target].to_numpy(), devices, strata, coverage)
         reasons = self.envelope_.reasons(features.X, features.meta)
         seen = set(self.envelope_.seen_.get("device_id", []))
@@ -227,21 +227,23 @@ class Predictor:
                           threshold: np.ndarray) -> np.ndarray:
         """P(target > threshold) for rows whose estimates (from ``predict``) are ``value``, from the
         signed calibration residuals of each row's side and stratum."""
-        devices, strata = features.meta["device_id"].astype(str).to_numpy(), _strata(features.meta)
-        side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
+        devices = features.meta["device_id"].astype(str).to_numpy()
         value, threshold = np.asarray(value, float), np.broadcast_to(np.asarray(threshold, float), value.shape)
         out = np.empty_like(value)
-        for key in set(zip(side, strata)):
-            rows = (side == key[0]) & (strata == key[1])
+        for key, rows in self._calibration_groups(devices, _strata(features.meta)):
             out[rows] = self.calibrator(target, *key).probability_above(value[rows], threshold[rows])
         return out
 
+    def _calibration_groups(self, devices: np.ndarray, strata: np.ndarray):
+        """(side, stratum) and the rows of it: a device seen in training or not, and the row's stratum."""
+        side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
+        for key in set(zip(side, strata)):
+            yield key, (side == key[0]) & (strata == key[1])
+
     def _interval(self, target: str, value: np.ndarray, devices: np.ndarray, strata: np.ndarray,
                   coverage: float) -> tuple[np.ndarray, np.ndarray]:
-        side = np.where(np.isin(devices, self.envelope_.seen_.get("device_id", [])), "seen", "unseen")
         low, high = np.empty_like(value), np.empty_like(value)
-        for key in set(zip(side, strata)):
-            rows = (side == key[0]) & (strata == key[1])
+        for key, rows in self._calibration_groups(devices, strata):
             low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
         for device in set(devices) & set(self.shots_):
             shots = self.shots_[device].get(target, {})
@@ -249,14 +251,17 @@ class Predictor:
             if np.isfinite(own.quantile(coverage)):
                 rows = devices == device
                 low[rows], high[rows] = own.interval(value[rows], coverage, scale=shots["scale"])
-        return low, high
+        return targets.clip(target, low), targets.clip(target, high)
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)
         self.base_family_.save(directory / "family")  # adaptations are not saved: they replay from measurements
         keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
-        np.savez_compressed(directory / "residuals.npz", *(self.calibrators_[k][t].residuals_ for k, t in keys))
-        np.savez_compressed(directory / "estimates.npz", *(self.calibrators_[k][t].estimates_ for k, t in keys))
+        calibrators = [self.calibrators_[k][t] for k, t in keys]
+        np.savez_compressed(directory / "scores.npz", *(c.scores_ for c in calibrators))  # what any version reads
+        if all(c.residuals_ is not None for c in calibrators):
+            np.savez_compressed(directory / "residuals.npz", *(c.residuals_ for c in calibrators))
+            np.savez_compressed(directory / "estimates.npz", *(c.estimates_ for c in calibrators))
         _table(*self.train_).to_parquet(directory / "train.parquet")
         self.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
         state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
@@ -282,8 +287,8 @@ class Predictor:
 
 
 def _load_calibrators(directory: Path, keys: list) -> dict[str, dict[str, Conformal]]:
-    """Calibrators from signed residuals and their estimates, or from the |residuals| that predictors
-    saved before issue 5 kept (no probabilities from those)."""
+    """Calibrators from signed residuals and their estimates, or from the |residuals| alone where a
+    predictor saved none (before issue 5): intervals, but no probabilities, from those."""
     out: dict[str, dict[str, Conformal]] = {}
     if not (directory / "residuals.npz").exists():
         with np.load(directory / "scores.npz") as scores:

@@ -69,8 +69,8 @@ class EarlyStopRequest(CurveItem):
     incumbent: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
                                     description="the best final accuracy so far (a fraction); none yet: continue")
     risk: float = Field(DEFAULT_RISK, gt=0, lt=1, description="stop when P(final > incumbent) falls below this; "
-                        "P is read from about 30 neighbouring residuals and never falls below ~0.03, so a risk "
-                        "below that never stops a run")
+                        "P is a share of k neighbouring calibration residuals (k >= 30) and stays above 1/(k+1), "
+                        "about 0.03 on the shipped curves, so a risk below that stops only runs that cannot win")
     valid_size: int | None = Field(None, ge=1, description="examples the accuracy is measured on: with it, a final "
                                    "accuracy equal to the incumbent's does not count as beating it")
     coverage: float = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")

@@ -54,7 +54,7 @@ def collect_curves(out: Path, *, runs: int = 300, epochs: int = 20, seed: int = 
                    progress: bool = True) -> CollectSummary:
     """Train the first ``runs`` runs of the seeded plan for ``epochs`` epochs each, appending to ``out``."""
     out = Path(out)
-    done = _complete_runs(out, open_log(out, COLUMNS, SOURCE), epochs)
+    done = _complete_runs(out, open_log(out, COLUMNS, SOURCE), epochs, seed)
     summary = CollectSummary(out, trained=0, skipped_existing=0)
     data = _digits()
     with torch_threads(1):  # the runs are small: a second thread mostly synchronises
@@ -85,11 +85,13 @@ def plan(runs: int, seed: int) -> list[Run]:
     return [Run(i, cell, lr) for i, (cell, lr) in enumerate(cells.items())]
 
 
-def _complete_runs(out: Path, rows: list[dict[str, str]], epochs: int) -> set[str]:
-    """The runs already in the file; a run cut short by a torn write is removed, to be trained again."""
-    budgets = {row["budget"] for row in rows}
-    if budgets - {str(epochs)}:
-        raise PreflightError(f"{out} holds runs of {sorted(budgets)} epochs, not {epochs}; collect into another file")
+def _complete_runs(out: Path, rows: list[dict[str, str]], epochs: int, seed: int) -> set[str]:
+    """The runs already in the file (of the same plan: epochs and seed); a run cut short by a torn
+    write is removed, to be trained again."""
+    for column, wanted, what in (("budget", epochs, "epochs"), ("seed", seed, "seed")):
+        held = {row[column] for row in rows}
+        if held - {str(wanted)}:
+            raise PreflightError(f"{out} holds runs of {what} {sorted(held)}, not {wanted}; collect into another file")
     held = Counter(row["run"] for row in rows)
     partial = {run for run, n in held.items() if n != epochs}
     if partial:

@@ -4,8 +4,9 @@ the file lies in the package's folder, ~150 MB).
 
 One row per (dataset, learner, outer and inner seed, anchor): a ``run`` is one curve, its ``epoch``
 the training-set size of the anchor and its ``budget`` the largest anchor; ``valid_accuracy`` (also
-``accuracy``) is the validation score. There is no architecture: ``learner`` says what was trained,
-and ``arch_group`` is the learner (split by ``dataset`` to ask about a new dataset instead).
+``accuracy``) is the validation score. There is no architecture: ``learner`` says what was trained.
+``arch_group``, what ``nas-curve`` holds out together, is the dataset: a user brings a new dataset
+(the same learners on it are what LCDB varies).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def load(path: Path) -> Loaded:
     learner = raw["learner"].astype(str)
     run = (raw["openmlid"].astype(str) + "/" + learner + "/" + raw["outer_seed"].astype(str) + "/"
            + raw["inner_seed"].astype(str))
-    rows = nas_frame(space=[None] * len(raw), arch=[None] * len(raw), arch_group=learner,
-                     dataset="openml-" + raw["openmlid"].astype(str), accuracy=score, valid_accuracy=score,
+    dataset = "openml-" + raw["openmlid"].astype(str)
+    rows = nas_frame(space=[None] * len(raw), arch=[None] * len(raw), arch_group=dataset, dataset=dataset, accuracy=score, valid_accuracy=score,
                      learner=learner, run=run, epoch=size, budget=size.groupby(run).transform("max"))
     checks = RowChecks(len(raw))
     checks.reject(~(size >= 1), "size_train missing or below 1")

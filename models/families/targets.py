@@ -17,6 +17,8 @@ import pandas as pd
 
 #: Targets learned as they are, with absolute intervals; every other target is positive.
 ABSOLUTE = frozenset({"accuracy"})
+#: Targets that cannot exceed a value (an accuracy is a fraction; a score such as darcy's may be negative).
+UPPER_BOUND = {"accuracy": 1.0}
 TRANSFORMS = ("log_ratio", "log", "identity", "difference")
 
 
@@ -66,6 +68,12 @@ def residual(target: str, y: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     """Measured against predicted on the target's scale: log ratio, or difference for absolute targets."""
     y, predicted = np.asarray(y, float), np.asarray(predicted, float)
     return y - predicted if is_absolute(target) else np.log(y) - np.log(predicted)
+
+
+def clip(target: str, values: np.ndarray) -> np.ndarray:
+    """Estimates or bounds kept within what the target can be."""
+    bound = UPPER_BOUND.get(target)
+    return np.asarray(values, float) if bound is None else np.minimum(values, bound)
 
 
 def shift(target: str, predicted: np.ndarray, offset: np.ndarray) -> np.ndarray:

@@ -16,8 +16,7 @@ def early_stop(body: EarlyStopRequest, state: StateDep) -> EarlyStopResponse:
     under the rule ``stop when P < risk`` (see ``rule`` in the answer)."""
     task = get_task("nas-curve")
     champion = state.champion(task.name)
-    item = task.item.model_validate(body.model_dump(include=set(task.item.model_fields)))
-    decision = decide(task, champion.predictor, state.catalogue, item, body.incumbent, body.risk, body.coverage,
+    decision = decide(task, champion.predictor, state.catalogue, body, body.incumbent, body.risk, body.coverage,
                       body.valid_size)
     return EarlyStopResponse(model=ModelInfoPublic(**vars(champion.info)), final_accuracy=decision.final,
                              p_beat_incumbent=decision.p_beat, decision=decision.decision, reason=decision.reason,

@@ -67,9 +67,9 @@ def test_probability_above_counts_the_residuals_that_carry_an_estimate_past_a_th
 def test_probabilities_are_calibrated_where_the_error_grows_along_the_scale():
     rng = np.random.default_rng(0)
 
-    def draw(n):
-        estimate = rng.uniform(0, 1, n)
-        return estimate + rng.normal(0, 0.01 + 0.3 * estimate, n), estimate
+    def draw(n):  # scores well below accuracy's bound of 1 (a score such as darcy's)
+        estimate = rng.uniform(-5, -4, n)
+        return estimate + rng.normal(0, 0.01 + 0.3 * (estimate + 5), n), estimate
 
     calibrator = Conformal("accuracy").conformalize(*draw(5000))
     y_new, estimate = draw(4000)
@@ -78,3 +78,8 @@ def test_probabilities_are_calibrated_where_the_error_grows_along_the_scale():
     for lo in (0.0, 0.1, 0.4, 0.7, 0.9):
         rows = (p >= lo) & (p < lo + 0.1)
         assert abs(np.mean(y_new[rows] > threshold[rows]) - p[rows].mean()) < 0.05, lo
+
+
+def test_nothing_exceeds_the_targets_bound():
+    calibrator = Conformal.from_residuals("accuracy", [0.2, -0.1, 0.0, 0.1])
+    assert calibrator.probability_above(np.array([0.95, 0.95]), np.array([1.0, 0.9])).tolist() == [0.0, 0.75]

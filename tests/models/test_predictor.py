@@ -79,6 +79,22 @@ def test_save_and_load_round_trip(fitted, catalogue, tmp_path):
     pd.testing.assert_frame_equal(a.value, b.value)
     pd.testing.assert_frame_equal(a.high, b.high)
     assert a.reasons == b.reasons
+    target, value = "runtime_ms", a.value["runtime_ms"].to_numpy()
+    np.testing.assert_array_equal(predictor.probability_above(features, target, value, value * 1.1),
+                                  loaded.probability_above(features, target, value, value * 1.1))
+
+
+def test_a_predictor_saved_before_probabilities_still_loads_and_saves(fitted, tmp_path):
+    """Saved before issue 5: |residuals| only. Intervals as before; saving it again works."""
+    predictor, features, _ = fitted
+    predictor.save(tmp_path / "old")
+    for name in ("residuals.npz", "estimates.npz"):
+        (tmp_path / "old" / name).unlink()
+    old = Predictor.load(tmp_path / "old")
+    pd.testing.assert_frame_equal(old.predict(features, 0.8).high, predictor.predict(features, 0.8).high)
+    old.save(tmp_path / "again")
+    pd.testing.assert_frame_equal(Predictor.load(tmp_path / "again").predict(features, 0.8).high,
+                                  predictor.predict(features, 0.8).high)
 
 
 def test_devices_known_only_by_spec_sheet_get_device_held_out_intervals(fitted, catalogue):

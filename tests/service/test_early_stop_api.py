@@ -77,6 +77,7 @@ def test_an_unseen_dataset_is_flagged(client):
     ({"curve": [0.1] * 9}, ["body"], "past the budget of 8 epochs"),
     ({"curve": [0.1, 0.2], "epochs": [2, 2]}, ["body"], "increase strictly"),
     ({"curve": [0.1, 0.2], "epochs": [1]}, ["body"], "1 entries for 2 curve points"),
+    ({"curve": [0.1, 0.2], "epochs": []}, ["body", "epochs"], "at least 1"),
     ({"incumbent": 1.2}, ["body", "incumbent"], "less than or equal to 1"),
     ({"risk": 0}, ["body", "risk"], "greater than 0"),
     ({"budget": 0}, ["body", "budget"], "greater than or equal to 1"),
@@ -114,3 +115,10 @@ def test_a_learner_without_an_architecture_gets_an_answer_flagged_unseen(client)
     assert response.json()["ood"]  # the test model was trained on architectures only
     half = client.post("/v1/nas/early-stop", json=body | {"space": "nb201"})
     assert half.status_code == 422 and "space and arch go together" in half.text
+
+
+def test_nothing_beats_a_perfect_incumbent_and_no_estimate_exceeds_one(client):
+    body = ask(client, [0.97, 0.98, 0.99], incumbent=1.0).json()
+    assert body["p_beat_incumbent"] == 0.0 and body["decision"] == "stop"
+    saturated = ask(client, [1.0, 1.0, 1.0], incumbent=0.5).json()["final_accuracy"]
+    assert saturated["value"] <= 1.0 and saturated["high"] <= 1.0
