@@ -148,7 +148,7 @@ def codes(values: pd.Series, vocabulary: tuple[str, ...]) -> np.ndarray:
     return values.astype(str).str.lower().map(lookup).to_numpy(dtype=float)
 
 
-def _text(rows: pd.DataFrame, column: str) -> pd.Series:
+def text(rows: pd.DataFrame, column: str) -> pd.Series:
     """A text column with missing values as ''."""
     if column not in rows:
         return pd.Series([""] * len(rows), index=rows.index)
@@ -163,12 +163,12 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     ``meta["hardware"]`` is the catalogue id alone. Rows without a device (accuracy) have ``""``.
     """
     spaces, notations = rows["space"].astype(str).to_numpy(), rows["arch"].astype(str).to_numpy()
-    names = _text(rows, "device").to_numpy()
+    names = text(rows, "device").to_numpy()
     by_name = {name: catalogue.resolve(name) for name in dict.fromkeys(names) if name}  # each distinct name once
     specs = [by_name.get(n) for n in names]
     spec = device.spec_columns(specs)
     batch = pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1).to_numpy(dtype=float) if "batch_size" in rows else np.ones(len(rows))
-    framework = _text(rows, "framework")
+    framework = text(rows, "framework")
     peak = np.array([np.nan if s is None else s.peak_tflops["fp32"] for s in specs], dtype=float)
     context = pd.DataFrame({
         "ctx_dataset": codes(rows["dataset"], DATASETS), "ctx_batch_log2": np.log2(batch),
@@ -180,7 +180,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     setting = [h + (f"@b{int(b)}" if h and b != 1 else "") + (f"/{f}" if h and f else "")
                for h, b, f in zip(hardware, batch, framework)]
     dataset = rows["dataset"].astype(str).str.lower().to_numpy()
-    groups = _text(rows, "arch_group").to_numpy()
+    groups = text(rows, "arch_group").to_numpy()
     meta = pd.DataFrame({
         "device_id": setting, "hardware": hardware, "dataset": dataset, "space": spaces, "arch": notations,
         "arch_group": np.where(groups != "", groups, notations),  # items from the API: the architecture itself

@@ -21,7 +21,7 @@ import pandas as pd
 
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
-from preflight.features.arch import DATASETS, FLAT_COLUMNS, codes, flat
+from preflight.features.arch import DATASETS, FLAT_COLUMNS, codes, flat, text
 
 #: Curve models fitted when the curve has at least this many points (their parameter count).
 MIN_POINTS = 3
@@ -125,10 +125,10 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         "ctx_learning_rate_log10": np.log10(_numeric(rows, "learning_rate")),
         "ctx_batch_log2": np.log2(_numeric(rows, "batch_size")),
     })
-    spaces, notations, learners = _text(rows, "space"), _text(rows, "arch"), _text(rows, "learner")
+    spaces, notations, learners = (text(rows, c).to_numpy() for c in ("space", "arch", "learner"))
     context["ctx_learner"] = codes(pd.Series(learners).str.rsplit(".", n=1).str[-1], LEARNERS)
     X = pd.concat([curves, _architectures(spaces, notations), context], axis=1)
-    given = _text(rows, "arch_group")
+    given = text(rows, "arch_group").to_numpy()
     groups = np.where(given != "", given, np.where(notations != "", notations, learners))  # API items: what was trained
     meta = pd.DataFrame({
         "device_id": "", "dataset": dataset.to_numpy(), "space": spaces, "arch": notations, "arch_group": groups,
@@ -146,13 +146,6 @@ def _architectures(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
     if has.any():
         out.loc[has] = flat(spaces[has], notations[has]).to_numpy()
     return out
-
-
-def _text(rows: pd.DataFrame, column: str) -> np.ndarray:
-    """A text column with missing values as ''."""
-    if column not in rows:
-        return np.full(len(rows), "", dtype=object)
-    return rows[column].astype(object).where(rows[column].notna(), "").astype(str).to_numpy()
 
 
 def _numeric(rows: pd.DataFrame, column: str) -> np.ndarray:
