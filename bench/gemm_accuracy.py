@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
@@ -43,8 +42,13 @@ def _rows(source: str) -> pd.DataFrame:
 def _summary(report: dict, by_group: bool) -> dict:
     def pick(metrics: dict) -> dict:
         return {t: (m["mean"] if by_group else m) for t, m in metrics.items()}
-    return {"model": pick(report["metrics"]), "baseline": pick(report["baseline"]["metrics"]),
-            "per_group": report["metrics"] if by_group else None, "n_test": report["n_test"]}
+
+    return {
+        "model": pick(report["metrics"]),
+        "baseline": pick(report["baseline"]["metrics"]),
+        "per_group": report["metrics"] if by_group else None,
+        "n_test": report["n_test"],
+    }
 
 
 def gpperf(catalogue: Catalogue) -> dict:
@@ -54,7 +58,9 @@ def gpperf(catalogue: Catalogue) -> dict:
 
 def deepbench_zero_shot(catalogue: Catalogue, params: dict | None = None) -> dict:
     outcome = evaluate.cross_validate(TASK, _rows("deepbench"), catalogue, "tree", "device", params=params)
-    return _summary(evaluate.report(TASK, "tree", "deepbench", "device", outcome, by_group=True), by_group=True)
+    return _summary(
+        evaluate.report(TASK, "tree", "deepbench", "device", outcome, by_group=True), by_group=True
+    )
 
 
 def deepbench_shots(catalogue: Catalogue, shots: int = 10) -> dict:
@@ -68,7 +74,9 @@ def deepbench_shots(catalogue: Catalogue, shots: int = 10) -> dict:
         (key,) = [k for k in report["metrics"]["runtime_ms"] if k != "mean"]
         per_device[key] = report["metrics"]["runtime_ms"][key]
         baseline[key] = report["baseline"]["metrics"]["runtime_ms"][key]
-    mean = {k: float(np.mean([m[k] for m in per_device.values()])) for k in ("median_ape", "mape", "coverage")}
+    mean = {
+        k: float(np.mean([m[k] for m in per_device.values()])) for k in ("median_ape", "mape", "coverage")
+    }
     base = {k: float(np.mean([m[k] for m in baseline.values()])) for k in ("median_ape", "mape", "coverage")}
     return {"model": {"runtime_ms": mean}, "baseline": {"runtime_ms": base}, "per_group": per_device}
 
@@ -86,26 +94,38 @@ def transforms(catalogue: Catalogue) -> dict:
     return {t: deepbench_zero_shot(catalogue, {"target_transform": t})["model"] for t in ("log", "log_ratio")}
 
 
-FIGURES = {"gpperf": gpperf, "deepbench": deepbench_zero_shot, "deepbench-10-shot": deepbench_shots, "uci": uci,
-           "transform": transforms}
+FIGURES = {
+    "gpperf": gpperf,
+    "deepbench": deepbench_zero_shot,
+    "deepbench-10-shot": deepbench_shots,
+    "uci": uci,
+    "transform": transforms,
+}
 
 
 def _line(name: str, result: dict) -> str:
     if name == "transform":
-        return "  ".join(f"{t}: median APE {r['runtime_ms']['median_ape']:.1f}%" for t, r in result.items()
-                         if t != "seconds")
+        return "  ".join(
+            f"{t}: median APE {r['runtime_ms']['median_ape']:.1f}%"
+            for t, r in result.items()
+            if t != "seconds"
+        )
     parts = []
     for target, m in result["model"].items():
         base = result["baseline"].get(target, {})
-        parts.append(f"{target}: MAPE {m['mape']:.1f}% median APE {m['median_ape']:.1f}% coverage "
-                     f"{m.get('coverage', float('nan')):.2f} (roofline median APE {base.get('median_ape', float('nan')):.1f}%)")
+        parts.append(
+            f"{target}: MAPE {m['mape']:.1f}% median APE {m['median_ape']:.1f}% coverage "
+            f"{m.get('coverage', float('nan')):.2f} (roofline median APE {base.get('median_ape', float('nan')):.1f}%)"
+        )
     if "noise_floor_ape_pct" in result:
         parts.append(f"noise floor {result['noise_floor_ape_pct']:.2f}%")
     return "\n    ".join(parts)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", nargs="*", choices=list(FIGURES), default=list(FIGURES))
     args = parser.parse_args()
     catalogue = CATALOGUE

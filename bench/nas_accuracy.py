@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
@@ -67,14 +66,21 @@ def _grouped(task, rows: pd.DataFrame, family: str, train_size: int | None, seed
     """One grouped evaluation: the model's and the baseline's metrics per target."""
     outcome = evaluate.cross_validate(task, rows, CATALOGUE, family, "arch", seed=seed, train_size=train_size)
     report = evaluate.report(task, family, "", "arch", outcome)
-    return {"model": {t: _pick(m) for t, m in report["metrics"].items()},
-            "baseline": {t: _pick(m) for t, m in report["baseline"]["metrics"].items()}, "n_test": report["n_test"]}
+    return {
+        "model": {t: _pick(m) for t, m in report["metrics"].items()},
+        "baseline": {t: _pick(m) for t, m in report["baseline"]["metrics"].items()},
+        "n_test": report["n_test"],
+    }
 
 
 def _over_seeds(task, rows: pd.DataFrame, family: str, train_size: int, target: str, seeds=SEEDS) -> dict:
     runs = [_grouped(task, rows, family, train_size, seed) for seed in seeds]
-    return {"model": _mean([r["model"][target] for r in runs]), "baseline": _mean([r["baseline"][target] for r in runs]),
-            "per_seed_kendall": [r["model"][target].get("kendall") for r in runs], "n_test": runs[0]["n_test"]}
+    return {
+        "model": _mean([r["model"][target] for r in runs]),
+        "baseline": _mean([r["baseline"][target] for r in runs]),
+        "per_seed_kendall": [r["model"][target].get("kendall") for r in runs],
+        "n_test": runs[0]["n_test"],
+    }
 
 
 def cifar100(family: str) -> dict:
@@ -85,8 +91,10 @@ def cifar100(family: str) -> dict:
 
 def nas_bench_graph(family: str) -> dict:
     rows = ACCURACY.rows(_table("nas-bench-graph"))
-    return {dataset: _over_seeds(ACCURACY, part, family, 100, "accuracy", seeds=SEEDS[:3])
-            for dataset, part in rows.groupby("dataset")}
+    return {
+        dataset: _over_seeds(ACCURACY, part, family, 100, "accuracy", seeds=SEEDS[:3])
+        for dataset, part in rows.groupby("dataset")
+    }
 
 
 def _help_files(held: str, train_archs: int, seed: int = 0) -> tuple[Path, Path]:
@@ -125,10 +133,22 @@ def help_shots(family: str, train_archs: int = 1000, shots: int = 10) -> dict:
             if setting != "mean":
                 per_setting[setting] = _pick(metrics)
                 baseline[setting] = _pick(report["baseline"]["metrics"]["latency_ms"][setting])
-        print(f"    {held}: " + ", ".join(f"{s} spearman {m['spearman']:.3f} coverage {m['coverage']:.2f}"
-                                         for s, m in per_setting.items() if s.startswith(held)), flush=True)
-    return {"model": _mean(list(per_setting.values())), "baseline": _mean(list(baseline.values())),
-            "per_setting": per_setting, "train_archs": train_archs, "shots": shots}
+        print(
+            f"    {held}: "
+            + ", ".join(
+                f"{s} spearman {m['spearman']:.3f} coverage {m['coverage']:.2f}"
+                for s, m in per_setting.items()
+                if s.startswith(held)
+            ),
+            flush=True,
+        )
+    return {
+        "model": _mean(list(per_setting.values())),
+        "baseline": _mean(list(baseline.values())),
+        "per_setting": per_setting,
+        "train_archs": train_archs,
+        "shots": shots,
+    }
 
 
 def pi5_energy(family: str, groups: int = 2000) -> dict:
@@ -141,22 +161,34 @@ def pi5_energy(family: str, groups: int = 2000) -> dict:
     return _grouped(LATENCY, rows, family, None, seed=0) | {"groups": groups, "rows": len(rows)}
 
 
-FIGURES = {"cifar100": cifar100, "nas-bench-graph": nas_bench_graph, "help-shots": help_shots, "pi5-energy": pi5_energy}
+FIGURES = {
+    "cifar100": cifar100,
+    "nas-bench-graph": nas_bench_graph,
+    "help-shots": help_shots,
+    "pi5-energy": pi5_energy,
+}
 
 
 def _line(result: dict) -> str:
     def fmt(m: dict) -> str:
         return " ".join(f"{k} {m[k]:.3f}" for k in ("kendall", "spearman", "mape", "coverage") if k in m)
+
     if "model" in result:
         model = result["model"]
         if all(isinstance(v, dict) for v in model.values()):  # per target
-            return "; ".join(f"{t}: {fmt(m)} (linear: {fmt(result['baseline'].get(t, {}))})" for t, m in model.items())
+            return "; ".join(
+                f"{t}: {fmt(m)} (linear: {fmt(result['baseline'].get(t, {}))})" for t, m in model.items()
+            )
         return f"{fmt(model)} (linear: {fmt(result['baseline'])})"
-    return "\n      ".join(f"{key}: {_line(value)}" for key, value in result.items() if isinstance(value, dict))
+    return "\n      ".join(
+        f"{key}: {_line(value)}" for key, value in result.items() if isinstance(value, dict)
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", nargs="*", choices=list(FIGURES), default=list(FIGURES))
     parser.add_argument("--families", nargs="*", default=["tree", "gnn"])
     args = parser.parse_args()

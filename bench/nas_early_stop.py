@@ -36,18 +36,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold
-
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
+from preflight.data.collect.curves import VALID_ROWS
 from preflight.data.settings import Settings
 from preflight.models.conformal import Conformal
 from preflight.models.datasets import load_source
-from preflight.data.collect.curves import VALID_ROWS
 from preflight.models.early_stop import DEFAULT_RISK, beat_threshold, stop
 from preflight.models.evaluate import target_frame
 from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
+from sklearn.model_selection import GroupKFold
 
 SETTINGS = Settings()
 CATALOGUE = Catalogue.load(SETTINGS.devices_file)
@@ -81,7 +80,9 @@ class Held:
         """P(final > incumbent) for one partial curve against one or more incumbents."""
         incumbents = np.atleast_1d(np.asarray(incumbents, float))
         estimate = np.full(len(incumbents), self.value[family][row])
-        return self.calibrator[family][row].probability_above(estimate, beat_threshold(incumbents, self.valid_size))
+        return self.calibrator[family][row].probability_above(
+            estimate, beat_threshold(incumbents, self.valid_size)
+        )
 
 
 def held_out(table: pd.DataFrame, split: str, valid_size: int | None) -> Held:
@@ -93,14 +94,24 @@ def held_out(table: pd.DataFrame, split: str, valid_size: int | None) -> Held:
         value, low, high = (np.full(len(rows), np.nan) for _ in range(3))
         calibrators: list[Conformal | None] = [None] * len(rows)
         for train, test in GroupKFold(n_splits=FOLDS).split(rows, groups=groups):
-            predictor = Predictor(TASK.name, family).fit(features.take(train), Y.iloc[train].reset_index(drop=True),
-                                                         groups.iloc[train].reset_index(drop=True))
+            predictor = Predictor(TASK.name, family).fit(
+                features.take(train),
+                Y.iloc[train].reset_index(drop=True),
+                groups.iloc[train].reset_index(drop=True),
+            )
             part = features.take(test)
             estimates = predictor.predict(part, 0.9)
-            value[test], low[test], high[test] = (getattr(estimates, a)["accuracy"].to_numpy() for a in ("value", "low", "high"))
+            value[test], low[test], high[test] = (
+                getattr(estimates, a)["accuracy"].to_numpy() for a in ("value", "low", "high")
+            )
             for i, stratum in zip(test, part.meta["stratum"]):
                 calibrators[i] = predictor.calibrator("accuracy", "seen", stratum)
-        out.value[family], out.low[family], out.high[family], out.calibrator[family] = value, low, high, calibrators
+        out.value[family], out.low[family], out.high[family], out.calibrator[family] = (
+            value,
+            low,
+            high,
+            calibrators,
+        )
     return out
 
 
@@ -114,10 +125,18 @@ def mae_by_prefix(held: Held) -> dict:
         if within.empty:
             continue
         rows = within.groupby(held.rows["run"][within.index]).idxmax().to_numpy()
-        out[f"<={int(share * 100)}%"] = {"n_runs": len(rows), **{
-            family: {"mae_pp": float(np.mean(np.abs(held.value[family][rows] - y[rows])) * 100),
-                     "coverage": float(np.mean((y[rows] >= held.low[family][rows]) & (y[rows] <= held.high[family][rows])))}
-            for family in FAMILIES}}
+        out[f"<={int(share * 100)}%"] = {
+            "n_runs": len(rows),
+            **{
+                family: {
+                    "mae_pp": float(np.mean(np.abs(held.value[family][rows] - y[rows])) * 100),
+                    "coverage": float(
+                        np.mean((y[rows] >= held.low[family][rows]) & (y[rows] <= held.high[family][rows]))
+                    ),
+                }
+                for family in FAMILIES
+            },
+        }
     return out
 
 
@@ -138,8 +157,15 @@ def runs(held: Held, cost: pd.DataFrame) -> dict[str, Run]:
     return out
 
 
-def replay(held: Held, all_runs: dict[str, Run], family: str, risk: float, candidates: int, seed: int,
-           decisions: list | None = None) -> dict:
+def replay(
+    held: Held,
+    all_runs: dict[str, Run],
+    family: str,
+    risk: float,
+    candidates: int,
+    seed: int,
+    decisions: list | None = None,
+) -> dict:
     """One random search with early stopping under ``risk`` and one without, over the same candidates."""
     rng = np.random.default_rng(seed)
     names = rng.permutation(sorted(all_runs))[:candidates]
@@ -171,9 +197,15 @@ def replays(held: Held, all_runs: dict[str, Run], candidates: int, seeds: int) -
             results = [replay(held, all_runs, family, risk, candidates, seed) for seed in range(seeds)]
             ratio = np.array([r["compute_ratio"] for r in results])
             regret = np.array([r["regret_pp"] for r in results])
-            out[f"{family}@{risk}"] = {"family": family, "risk": risk, "compute_ratio_mean": float(ratio.mean()),
-                                       "compute_ratio_min": float(ratio.min()), "regret_pp_mean": float(regret.mean()),
-                                       "regret_pp_max": float(regret.max()), "seeds": seeds}
+            out[f"{family}@{risk}"] = {
+                "family": family,
+                "risk": risk,
+                "compute_ratio_mean": float(ratio.mean()),
+                "compute_ratio_min": float(ratio.min()),
+                "regret_pp_mean": float(regret.mean()),
+                "regret_pp_max": float(regret.max()),
+                "seeds": seeds,
+            }
     return out
 
 
@@ -186,12 +218,21 @@ def reliability(pairs: list[tuple[float, bool]]) -> list[dict]:
     for d in range(10):
         rows = decile == d
         if rows.any():
-            table.append({"bin": f"{d / 10:.1f}-{(d + 1) / 10:.1f}", "n": int(rows.sum()), "mean_p": float(p[rows].mean()),
-                          "observed": float(beat[rows].mean()), "gap_pts": float((beat[rows].mean() - p[rows].mean()) * 100)})
+            table.append(
+                {
+                    "bin": f"{d / 10:.1f}-{(d + 1) / 10:.1f}",
+                    "n": int(rows.sum()),
+                    "mean_p": float(p[rows].mean()),
+                    "observed": float(beat[rows].mean()),
+                    "gap_pts": float((beat[rows].mean() - p[rows].mean()) * 100),
+                }
+            )
     return table
 
 
-def incumbent_pairs(held: Held, all_runs: dict[str, Run], per_row: int = 10, seed: int = 0) -> list[tuple[float, bool]]:
+def incumbent_pairs(
+    held: Held, all_runs: dict[str, Run], per_row: int = 10, seed: int = 0
+) -> list[tuple[float, bool]]:
     """Every held-out partial curve against ``per_row`` incumbents like a search's: the best final
     accuracy of m other runs (drawn without replacement), m drawn from 1..30."""
     rng = np.random.default_rng(seed)
@@ -201,7 +242,9 @@ def incumbent_pairs(held: Held, all_runs: dict[str, Run], per_row: int = 10, see
     pairs = []
     for i, row in held.rows.iterrows():
         others = np.delete(finals, position[row["run"]])
-        incumbents = np.array([rng.choice(others, size=m, replace=False).max() for m in rng.integers(1, 31, size=per_row)])
+        incumbents = np.array(
+            [rng.choice(others, size=m, replace=False).max() for m in rng.integers(1, 31, size=per_row)]
+        )
         p = held.p_beat("tree", i, incumbents)
         pairs += list(zip(p.tolist(), (row["accuracy"] > incumbents).tolist()))
     return pairs
@@ -222,15 +265,22 @@ def costs(source: str, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 def bench_source(source: str, seeds: int, path: Path | None = None, lcdb_runs: int = 1_000) -> dict:
     path = path or sources.default_path(source, SETTINGS.datasets)
     if path is None:
-        raise SystemExit(f"{source}: file not found; set PREFLIGHT_DATASETS to the datasets folder (LCDB: --lcdb)")
+        raise SystemExit(
+            f"{source}: file not found; set PREFLIGHT_DATASETS to the datasets folder (LCDB: --lcdb)"
+        )
     table = load_source(source, path, SETTINGS, CATALOGUE, store=False)[0]
     if source == "lcdb":
         runs_drawn = np.random.default_rng(0).choice(table["run"].unique(), lcdb_runs, replace=False)
         table = table[table["run"].isin(runs_drawn)]
     start = time.perf_counter()
     held = held_out(table, SPLIT[source], VALID_SIZE[source])
-    result = {"n_runs": int(held.rows["run"].nunique()), "n_partial_curves": len(held.rows), "mae": mae_by_prefix(held),
-              "replay": {}, "reliability": {}}
+    result = {
+        "n_runs": int(held.rows["run"].nunique()),
+        "n_partial_curves": len(held.rows),
+        "mae": mae_by_prefix(held),
+        "replay": {},
+        "reliability": {},
+    }
     decisions = []
     for kind, cost in costs(source, table).items():
         all_runs = runs(held, cost)
@@ -238,8 +288,10 @@ def bench_source(source: str, seeds: int, path: Path | None = None, lcdb_runs: i
         if kind in ("epochs", "energy_kwh"):
             for seed in range(seeds):
                 replay(held, all_runs, "tree", DEFAULT_RISK, CANDIDATES[source], seed, decisions)
-            result["reliability"] = {"search_incumbents": reliability(incumbent_pairs(held, all_runs)),
-                                     f"replay_decisions@{DEFAULT_RISK}": reliability(decisions)}
+            result["reliability"] = {
+                "search_incumbents": reliability(incumbent_pairs(held, all_runs)),
+                f"replay_decisions@{DEFAULT_RISK}": reliability(decisions),
+            }
     result["seconds"] = time.perf_counter() - start
     return result
 
@@ -247,15 +299,21 @@ def bench_source(source: str, seeds: int, path: Path | None = None, lcdb_runs: i
 def show(source: str, result: dict) -> None:
     print(f"\n== {source}: {result['n_runs']} runs, {result['n_partial_curves']} partial curves")
     for prefix, row in result["mae"].items():
-        print(f"MAE from {prefix:>5} of the budget ({row['n_runs']} runs): " + ", ".join(
-            f"{f} {row[f]['mae_pp']:.2f} pp (cov {row[f]['coverage']:.2f})" for f in FAMILIES))
+        print(
+            f"MAE from {prefix:>5} of the budget ({row['n_runs']} runs): "
+            + ", ".join(f"{f} {row[f]['mae_pp']:.2f} pp (cov {row[f]['coverage']:.2f})" for f in FAMILIES)
+        )
     for kind, table in result["replay"].items():
         for r in table.values():
-            print(f"replay [{kind}] {r['family']:>13} risk {r['risk']:<5}: compute /{r['compute_ratio_mean']:.2f} "
-                  f"(min /{r['compute_ratio_min']:.2f}), regret {r['regret_pp_mean']:.3f} pp (max {r['regret_pp_max']:.2f})")
+            print(
+                f"replay [{kind}] {r['family']:>13} risk {r['risk']:<5}: compute /{r['compute_ratio_mean']:.2f} "
+                f"(min /{r['compute_ratio_min']:.2f}), regret {r['regret_pp_mean']:.3f} pp (max {r['regret_pp_max']:.2f})"
+            )
     for name, table in result["reliability"].items():
-        print(f"reliability ({name}): " + "; ".join(
-            f"{r['bin']}: p {r['mean_p']:.3f} vs {r['observed']:.3f} (n {r['n']})" for r in table))
+        print(
+            f"reliability ({name}): "
+            + "; ".join(f"{r['bin']}: p {r['mean_p']:.3f} vs {r['observed']:.3f} (n {r['n']})" for r in table)
+        )
 
 
 def main() -> None:
@@ -267,7 +325,9 @@ def main() -> None:
     args = parser.parse_args()
     found = json.loads(OUT.read_text()) if OUT.exists() else {}
     for source in args.only:
-        found[source] = bench_source(source, args.seeds, args.lcdb if source == "lcdb" else None, args.lcdb_runs)
+        found[source] = bench_source(
+            source, args.seeds, args.lcdb if source == "lcdb" else None, args.lcdb_runs
+        )
         show(source, found[source])
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(found, indent=2))

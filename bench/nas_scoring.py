@@ -21,14 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from serve_latency import OUT_DIR, Client, free_port, start_server, stop_server, wait_ready
-
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models.task import get_task
 from preflight.models.training import train
+from serve_latency import OUT_DIR, Client, free_port, start_server, stop_server, wait_ready
 
 MAX_ITEMS = 10_000
 
@@ -39,7 +37,9 @@ def _champion_home(home: Path | None, datasets: Path) -> Path:
     home = Path(tempfile.mkdtemp(prefix="pf-nas-scoring-")) / "home"
     settings = Settings(home=home, datasets=datasets, api_keys=[])
     path = sources.default_path("help-nb201", datasets)
-    train(get_task("nas-latency"), settings, Catalogue.load(settings.devices_file), paths={"help-nb201": path})
+    train(
+        get_task("nas-latency"), settings, Catalogue.load(settings.devices_file), paths={"help-nb201": path}
+    )
     return home
 
 
@@ -62,7 +62,9 @@ def _score(client: Client, bodies: list[dict], expected: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--datasets", type=Path, default=Settings().datasets)
     parser.add_argument("--home", type=Path, default=None)
     parser.add_argument("--device", default="pixel3")
@@ -73,7 +75,7 @@ def main() -> None:
     home = _champion_home(args.home, args.datasets)
     archs = _space(args.datasets)
     items = [{"space": "nb201", "arch": a, "dataset": "cifar10", "device": args.device} for a in archs]
-    bodies = [{"items": items[i:i + MAX_ITEMS]} for i in range(0, len(items), MAX_ITEMS)]
+    bodies = [{"items": items[i : i + MAX_ITEMS]} for i in range(0, len(items), MAX_ITEMS)]
     port, log_path = free_port(), OUT_DIR / "nas_scoring_server.log"
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     server = start_server(port, home, None, log_path)
@@ -83,12 +85,21 @@ def main() -> None:
             passes = [_score(client, bodies, len(items)) for _ in range(args.repeats + 1)]
     finally:
         stop_server(server)
-    result = {"items": len(items), "requests": len(bodies), "device": args.device, "first_pass_s": passes[0],
-              "warm_median_s": float(np.median(passes[1:])), "warm_max_s": float(np.max(passes[1:])),
-              "warm_passes_s": passes[1:], "home": str(home)}
+    result = {
+        "items": len(items),
+        "requests": len(bodies),
+        "device": args.device,
+        "first_pass_s": passes[0],
+        "warm_median_s": float(np.median(passes[1:])),
+        "warm_max_s": float(np.max(passes[1:])),
+        "warm_passes_s": passes[1:],
+        "home": str(home),
+    }
     (OUT_DIR / "nas_scoring.json").write_text(json.dumps(result, indent=2))
-    print(f"{len(items)} architectures for {args.device} in {len(bodies)} requests: first pass {passes[0]:.2f} s, "
-          f"then median {result['warm_median_s']:.2f} s (max {result['warm_max_s']:.2f} s) over {args.repeats}")
+    print(
+        f"{len(items)} architectures for {args.device} in {len(bodies)} requests: first pass {passes[0]:.2f} s, "
+        f"then median {result['warm_median_s']:.2f} s (max {result['warm_max_s']:.2f} s) over {args.repeats}"
+    )
 
 
 if __name__ == "__main__":

@@ -74,20 +74,35 @@ def log(message: str) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--single", type=int, default=300, help="requests of 1 item (sequential)")
     parser.add_argument("--batch", type=int, default=30, help="requests of --batch-size items (sequential)")
-    parser.add_argument("--batch-size", type=int, default=1000, help="items per batch request (at most 10,000)")
+    parser.add_argument(
+        "--batch-size", type=int, default=1000, help="items per batch request (at most 10,000)"
+    )
     parser.add_argument("--threads", type=int, default=4, help="client threads in the concurrent phase")
-    parser.add_argument("--warmup", type=int, default=5, help="uncounted requests of each size before measuring")
-    parser.add_argument("--max-seconds", type=float, default=60.0,
-                        help="time budget of each sequential phase; the concurrent phase gets half")
-    parser.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for /readyz = 200")
+    parser.add_argument(
+        "--warmup", type=int, default=5, help="uncounted requests of each size before measuring"
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="time budget of each sequential phase; the concurrent phase gets half",
+    )
+    parser.add_argument(
+        "--startup-timeout", type=float, default=600.0, help="seconds to wait for /readyz = 200"
+    )
     parser.add_argument("--request-timeout", type=float, default=120.0, help="seconds for one request")
     parser.add_argument("--coverage", type=float, default=0.9, help="interval coverage asked for")
-    parser.add_argument("--home", type=Path, default=None, help="PREFLIGHT_HOME to use (default: a temporary folder)")
-    parser.add_argument("--datasets", type=Path, default=None, help="PREFLIGHT_DATASETS to pass (default: unset)")
+    parser.add_argument(
+        "--home", type=Path, default=None, help="PREFLIGHT_HOME to use (default: a temporary folder)"
+    )
+    parser.add_argument(
+        "--datasets", type=Path, default=None, help="PREFLIGHT_DATASETS to pass (default: unset)"
+    )
     parser.add_argument("--out", type=Path, default=OUT_DIR / "serve_latency.json", help="JSON results file")
     args = parser.parse_args(argv)
     if min(args.single, args.batch, args.batch_size, args.threads) < 1 or args.warmup < 0:
@@ -105,8 +120,16 @@ def make_items(rng: np.random.Generator, count: int, start: int) -> list[dict[st
     dims = np.exp(rng.uniform(0.0, np.log(MAX_DIM), size=(count, 3)))
     dims = np.clip(np.rint(dims), 1, MAX_DIM).astype(int)
     dtypes = rng.integers(0, len(DTYPES), size=count)
-    return [{"m": int(m), "n": int(n), "k": int(k), "dtype": DTYPES[d], "device": DEVICES[(start + i) % len(DEVICES)]}
-            for i, ((m, n, k), d) in enumerate(zip(dims, dtypes))]
+    return [
+        {
+            "m": int(m),
+            "n": int(n),
+            "k": int(k),
+            "dtype": DTYPES[d],
+            "device": DEVICES[(start + i) % len(DEVICES)],
+        }
+        for i, ((m, n, k), d) in enumerate(zip(dims, dtypes))
+    ]
 
 
 class ItemSource:
@@ -157,7 +180,7 @@ class Client:
             self.conn.close()
             self.conn = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -201,8 +224,15 @@ def start_server(port: int, home: Path, datasets: Path | None, log_path: Path) -
     log(f"starting: {' '.join(command)} (PREFLIGHT_HOME={home}, log: {log_path})")
     log_file = log_path.open("wb")
     try:
-        return subprocess.Popen(command, env=server_env(home, datasets), cwd=home, stdin=subprocess.DEVNULL,
-                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command,
+            env=server_env(home, datasets),
+            cwd=home,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     finally:
         log_file.close()  # the child holds its own descriptor
 
@@ -240,10 +270,13 @@ def wait_ready(proc: subprocess.Popen, port: int, timeout: float, log_path: Path
         while True:
             elapsed = time.monotonic() - start
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited with code {proc.returncode} after {elapsed:.0f} s:\n"
-                                   f"{log_tail(log_path)}")
+                raise RuntimeError(
+                    f"server exited with code {proc.returncode} after {elapsed:.0f} s:\n{log_tail(log_path)}"
+                )
             if elapsed > timeout:
-                raise RuntimeError(f"server not ready after {timeout:.0f} s ({last_status}):\n{log_tail(log_path)}")
+                raise RuntimeError(
+                    f"server not ready after {timeout:.0f} s ({last_status}):\n{log_tail(log_path)}"
+                )
             try:
                 status = client.request("GET", "/readyz")[0]
                 if status == 200:
@@ -285,10 +318,21 @@ class PhaseResult:
         lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
         p50, p90, p99 = (float(np.percentile(lat, q)) for q in (50, 90, 99))
         rate = self.requests / self.wall_s if self.wall_s > 0 else float("nan")
-        return {"requests": self.requests, "items_per_request": self.items_per_request, "failures": self.failures,
-                "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "mean_ms": float(np.mean(lat)),
-                "max_ms": float(np.max(lat)), "requests_per_s": rate, "items_per_s": rate * self.items_per_request,
-                "wall_s": self.wall_s, "stopped_early": self.stopped_early, "errors": self.errors}
+        return {
+            "requests": self.requests,
+            "items_per_request": self.items_per_request,
+            "failures": self.failures,
+            "p50_ms": p50,
+            "p90_ms": p90,
+            "p99_ms": p99,
+            "mean_ms": float(np.mean(lat)),
+            "max_ms": float(np.max(lat)),
+            "requests_per_s": rate,
+            "items_per_s": rate * self.items_per_request,
+            "wall_s": self.wall_s,
+            "stopped_early": self.stopped_early,
+            "errors": self.errors,
+        }
 
 
 def timed_post(client: Client, body: dict[str, Any], result: PhaseResult) -> None:
@@ -314,7 +358,9 @@ def timed_post(client: Client, body: dict[str, Any], result: PhaseResult) -> Non
         result.record_failure(f"{len(predictions)} predictions for {len(body['items'])} items")
 
 
-def run_sequential(client: Client, name: str, bodies: list[dict[str, Any]], max_seconds: float) -> PhaseResult:
+def run_sequential(
+    client: Client, name: str, bodies: list[dict[str, Any]], max_seconds: float
+) -> PhaseResult:
     """The bodies one after the other, stopping early when ``max_seconds`` have gone by."""
     result = PhaseResult(name, len(bodies[0]["items"]) if bodies else 0)
     start = time.perf_counter()
@@ -328,8 +374,9 @@ def run_sequential(client: Client, name: str, bodies: list[dict[str, Any]], max_
     return result
 
 
-def run_concurrent(port: int, name: str, per_thread: list[list[dict[str, Any]]], max_seconds: float,
-                   timeout: float) -> PhaseResult:
+def run_concurrent(
+    port: int, name: str, per_thread: list[list[dict[str, Any]]], max_seconds: float, timeout: float
+) -> PhaseResult:
     """One thread (and one persistent client) per list of bodies, all started together, until the deadline."""
     parts = [PhaseResult(name, 1) for _ in per_thread]
     barrier = threading.Barrier(len(per_thread) + 1)
@@ -348,8 +395,10 @@ def run_concurrent(port: int, name: str, per_thread: list[list[dict[str, Any]]],
                     break
                 timed_post(client, body, part)
 
-    threads = [threading.Thread(target=worker, args=(bodies, part), daemon=True)
-               for bodies, part in zip(per_thread, parts)]
+    threads = [
+        threading.Thread(target=worker, args=(bodies, part), daemon=True)
+        for bodies, part in zip(per_thread, parts)
+    ]
     for thread in threads:
         thread.start()
     deadline.append(time.perf_counter() + max_seconds)  # set before the barrier lets the workers go
@@ -357,8 +406,12 @@ def run_concurrent(port: int, name: str, per_thread: list[list[dict[str, Any]]],
     start = time.perf_counter()
     for thread in threads:
         thread.join()
-    merged = PhaseResult(name, parts[0].items_per_request, wall_s=time.perf_counter() - start,
-                         stopped_early=any(p.stopped_early for p in parts))
+    merged = PhaseResult(
+        name,
+        parts[0].items_per_request,
+        wall_s=time.perf_counter() - start,
+        stopped_early=any(p.stopped_early for p in parts),
+    )
     for part in parts:
         merged.latencies_ms.extend(part.latencies_ms)
         merged.failures += part.failures
@@ -369,7 +422,9 @@ def run_concurrent(port: int, name: str, per_thread: list[list[dict[str, Any]]],
 def measure(port: int, args: argparse.Namespace) -> tuple[list[PhaseResult], PhaseResult]:
     """Warm-up, then the single, batch and concurrent phases; returns (phases, warm-up)."""
     items = ItemSource(seed=0)
-    warm_bodies = items.bodies(args.warmup, 1, args.coverage) + items.bodies(args.warmup, args.batch_size, args.coverage)
+    warm_bodies = items.bodies(args.warmup, 1, args.coverage) + items.bodies(
+        args.warmup, args.batch_size, args.coverage
+    )
     single_bodies = items.bodies(args.single, 1, args.coverage)
     batch_bodies = items.bodies(args.batch, args.batch_size, args.coverage)
     concurrent_bodies = [items.bodies(args.single, 1, args.coverage) for _ in range(args.threads)]
@@ -380,11 +435,16 @@ def measure(port: int, args: argparse.Namespace) -> tuple[list[PhaseResult], Pha
         warmup = run_sequential(client, "warm-up", warm_bodies, args.max_seconds)
         log(f"single: up to {args.single} requests of 1 item, {args.max_seconds:.0f} s at most")
         phases.append(run_sequential(client, "single", single_bodies, args.max_seconds))
-        log(f"batch: up to {args.batch} requests of {args.batch_size} items, {args.max_seconds:.0f} s at most")
+        log(
+            f"batch: up to {args.batch} requests of {args.batch_size} items, {args.max_seconds:.0f} s at most"
+        )
         phases.append(run_sequential(client, f"batch x{args.batch_size}", batch_bodies, args.max_seconds))
     log(f"concurrent: {args.threads} threads of 1-item requests, {args.max_seconds / 2:.0f} s at most")
-    phases.append(run_concurrent(port, f"concurrent x{args.threads}", concurrent_bodies, args.max_seconds / 2,
-                                 args.request_timeout))
+    phases.append(
+        run_concurrent(
+            port, f"concurrent x{args.threads}", concurrent_bodies, args.max_seconds / 2, args.request_timeout
+        )
+    )
     return phases, warmup
 
 
@@ -393,8 +453,9 @@ def measure(port: int, args: argparse.Namespace) -> tuple[list[PhaseResult], Pha
 
 def git_commit() -> str | None:
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              timeout=10)
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     commit = done.stdout.strip()
@@ -405,25 +466,42 @@ def format_table(summaries: dict[str, dict[str, Any]]) -> str:
     header = f"{'phase':<16}{'requests':>9}{'fail':>6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'req/s':>10}{'items/s':>11}"
     rows = [header, "-" * len(header)]
     for name, s in summaries.items():
-        rows.append(f"{name:<16}{s['requests']:>9}{s['failures']:>6}{s['p50_ms']:>10.2f}{s['p90_ms']:>10.2f}"
-                    f"{s['p99_ms']:>10.2f}{s['requests_per_s']:>10.1f}{s['items_per_s']:>11.0f}")
+        rows.append(
+            f"{name:<16}{s['requests']:>9}{s['failures']:>6}{s['p50_ms']:>10.2f}{s['p90_ms']:>10.2f}"
+            f"{s['p99_ms']:>10.2f}{s['requests_per_s']:>10.1f}{s['items_per_s']:>11.0f}"
+        )
     return "\n".join(rows)
 
 
-def write_report(path: Path, args: argparse.Namespace, startup_s: float, trained: bool,
-                 summaries: dict[str, dict[str, Any]], warmup: dict[str, Any]) -> None:
+def write_report(
+    path: Path,
+    args: argparse.Namespace,
+    startup_s: float,
+    trained: bool,
+    summaries: dict[str, dict[str, Any]],
+    warmup: dict[str, Any],
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     report = {
         "benchmark": "serve_latency",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "machine": platform.machine(),
-                    "processor": platform.processor() or None, "python": platform.python_version()},
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "processor": platform.processor() or None,
+            "python": platform.python_version(),
+        },
         "config": config,
         "startup_s": startup_s,
         "fresh_home": trained,
-        "warmup": {"requests": warmup["requests"], "failures": warmup["failures"], "errors": warmup["errors"]},
+        "warmup": {
+            "requests": warmup["requests"],
+            "failures": warmup["failures"],
+            "errors": warmup["errors"],
+        },
         "phases": summaries,
         "failures": warmup["failures"] + sum(s["failures"] for s in summaries.values()),
     }

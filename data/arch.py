@@ -20,8 +20,24 @@ from functools import lru_cache
 import numpy as np
 
 #: The fixed operation vocabulary shared by every space (fixed here, never fitted per split).
-OPS = ("input", "output", "zero", "skip", "conv", "mbconv", "avgpool", "maxpool",
-       "gat", "gcn", "gin", "cheb", "sage", "arma", "graph", "fc")
+OPS = (
+    "input",
+    "output",
+    "zero",
+    "skip",
+    "conv",
+    "mbconv",
+    "avgpool",
+    "maxpool",
+    "gat",
+    "gcn",
+    "gin",
+    "cheb",
+    "sage",
+    "arma",
+    "graph",
+    "fc",
+)
 SPACES = ("nb201", "fbnet", "nb101", "nasbench-graph", "opgraph")  # opgraph: an explicit graph, no space
 
 
@@ -57,8 +73,13 @@ class OpGraph:
 
 # -- parsers, one per notation --------------------------------------------------------------------
 
-_NB201_OPS = {"none": "zero", "skip_connect": "skip", "nor_conv_1x1": "conv", "nor_conv_3x3": "conv",
-              "avg_pool_3x3": "avgpool"}
+_NB201_OPS = {
+    "none": "zero",
+    "skip_connect": "skip",
+    "nor_conv_1x1": "conv",
+    "nor_conv_3x3": "conv",
+    "avg_pool_3x3": "avgpool",
+}
 
 
 def from_nb201(arch_str: str) -> OpGraph:
@@ -75,7 +96,9 @@ def from_nb201(arch_str: str) -> OpGraph:
         for source, entry in enumerate(entries):
             match = re.fullmatch(r"(\w+)~(\d+)", entry)
             if not match or match[1] not in _NB201_OPS or int(match[2]) != source:
-                raise ValueError(f"bad NAS-Bench-201 edge {entry!r}: expected op~{source} with op in {list(_NB201_OPS)}")
+                raise ValueError(
+                    f"bad NAS-Bench-201 edge {entry!r}: expected op~{source} with op in {list(_NB201_OPS)}"
+                )
             kernel = {"nor_conv_1x1": 1, "nor_conv_3x3": 3, "avg_pool_3x3": 3}.get(match[1], 0)
             nodes.append(Node(_NB201_OPS[match[1]], kernel=kernel))
             edges += [(producer, len(nodes) - 1) for producer in ends[source]]
@@ -98,21 +121,29 @@ def from_fbnet(op_str_list: str | Sequence[str]) -> OpGraph:
         match = re.fullmatch(r"k(3|5)_e(1|3|6)(_g2)?", layer)
         if layer != "skip" and not match:
             raise ValueError(f"bad FBNet layer {layer!r}: expected 'skip' or k{{3,5}}_e{{1,3,6}}[_g2]")
-        nodes.append(Node("skip") if layer == "skip" else
-                     Node("mbconv", kernel=int(match[1]), expansion=int(match[2]), groups=2 if match[3] else 1))
+        nodes.append(
+            Node("skip")
+            if layer == "skip"
+            else Node("mbconv", kernel=int(match[1]), expansion=int(match[2]), groups=2 if match[3] else 1)
+        )
     nodes.append(Node("output"))
     return OpGraph("fbnet", tuple(nodes), tuple((i, i + 1) for i in range(len(nodes) - 1)))
 
 
-_NB101_OPS = {"conv3x3-bn-relu": Node("conv", kernel=3), "conv1x1-bn-relu": Node("conv", kernel=1),
-              "maxpool3x3": Node("maxpool", kernel=3)}
+_NB101_OPS = {
+    "conv3x3-bn-relu": Node("conv", kernel=3),
+    "conv1x1-bn-relu": Node("conv", kernel=1),
+    "maxpool3x3": Node("maxpool", kernel=3),
+}
 
 
 def from_nb101(adjacency: Sequence[Sequence[int]], ops: Sequence[str]) -> OpGraph:
     """A NAS-Bench-101 cell: an upper-triangular adjacency matrix and one op per node."""
     matrix = np.asarray(adjacency)
     if matrix.ndim != 2 or matrix.shape != (len(ops), len(ops)):
-        raise ValueError(f"adjacency must be {len(ops)}x{len(ops)} to match {len(ops)} ops, got shape {matrix.shape}")
+        raise ValueError(
+            f"adjacency must be {len(ops)}x{len(ops)} to match {len(ops)} ops, got shape {matrix.shape}"
+        )
     if not np.isin(matrix, (0, 1)).all() or np.tril(matrix).any():
         raise ValueError("adjacency must hold 0/1 and be strictly upper-triangular (a DAG in order)")
     if len(ops) < 2 or ops[0] != "input" or ops[-1] != "output":
@@ -133,8 +164,10 @@ def from_nas_bench_graph(link: str | Sequence[int], ops: Sequence[str]) -> OpGra
     if len(sources) != len(ops) or not ops:
         raise ValueError(f"link pattern needs one source per op: {len(sources)} sources for {len(ops)} ops")
     if any(not 0 <= s <= i for i, s in enumerate(sources)):
-        raise ValueError(f"link {sources}: op {1 + next(i for i, s in enumerate(sources) if not 0 <= s <= i)} "
-                         "must read the input or an earlier op")
+        raise ValueError(
+            f"link {sources}: op {1 + next(i for i, s in enumerate(sources) if not 0 <= s <= i)} "
+            "must read the input or an earlier op"
+        )
     unknown = [op for op in ops if op not in _GRAPH_OPS]
     if unknown:
         raise ValueError(f"unknown NAS-Bench-Graph ops {unknown}; known: {list(_GRAPH_OPS)}")
@@ -149,7 +182,7 @@ def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGra
     """An explicit op graph: ``nodes`` as ``{"op", "kernel", "expansion", "groups"}`` in topological
     order (input first, output last), ``edges`` as ``[from, to]`` pairs."""
     if not all(isinstance(node, dict) for node in nodes):
-        raise ValueError("each node is an object such as {\"op\": \"conv\", \"kernel\": 3}")
+        raise ValueError('each node is an object such as {"op": "conv", "kernel": 3}')
     if len(nodes) > MAX_NODES:
         raise ValueError(f"an op graph has at most {MAX_NODES} nodes, got {len(nodes)}")
     if len(nodes) < 2 or nodes[0].get("op") != "input" or nodes[-1].get("op") != "output":
@@ -166,7 +199,11 @@ def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGra
 
 #: Largest explicit op graph accepted (FBNet, the largest space, has 24 nodes).
 MAX_NODES = 256
-_JSON_FIELDS = {"nb101": ("adjacency", "ops"), "nasbench-graph": ("link", "ops"), "opgraph": ("nodes", "edges")}
+_JSON_FIELDS = {
+    "nb101": ("adjacency", "ops"),
+    "nasbench-graph": ("link", "ops"),
+    "opgraph": ("nodes", "edges"),
+}
 
 
 #: What malformed notation raises in the parsers (a value, a missing field, a wrong type, an overflow).

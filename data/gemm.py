@@ -21,7 +21,15 @@ class Dtype(StrEnum):
     int8 = "int8"
 
 
-BYTES_PER_ELEMENT = {Dtype.fp64: 8, Dtype.fp32: 4, Dtype.tf32: 4, Dtype.fp16: 2, Dtype.bf16: 2, Dtype.fp8: 1, Dtype.int8: 1}
+BYTES_PER_ELEMENT = {
+    Dtype.fp64: 8,
+    Dtype.fp32: 4,
+    Dtype.tf32: 4,
+    Dtype.fp16: 2,
+    Dtype.bf16: 2,
+    Dtype.fp8: 1,
+    Dtype.int8: 1,
+}
 
 
 class KernelConfig(BaseModel):
@@ -95,17 +103,34 @@ class Precision:
             if bits == 8:
                 return Dtype.int8
             raise ValueError(f"no dtype for {bits}-bit integer inputs")
-        by_bits = {8: Dtype.fp8, 16: Dtype.bf16 if self.brain_float else Dtype.fp16, 32: Dtype.fp32, 64: Dtype.fp64}
+        by_bits = {
+            8: Dtype.fp8,
+            16: Dtype.bf16 if self.brain_float else Dtype.fp16,
+            32: Dtype.fp32,
+            64: Dtype.fp64,
+        }
         if bits not in by_bits:
             raise ValueError(f"no dtype for {bits}-bit floats")
         return by_bits[bits]
 
 
 _ROLE_WORDS = {
-    "input": ("input",), "inputs": ("input",), "operand": ("input",), "operands": ("input",),
-    "multiplication": ("mul",), "multiply": ("mul",), "multiplies": ("mul",), "products": ("mul",),
-    "accumulation": ("acc",), "accumulate": ("acc",), "accumulator": ("acc",), "addition": ("acc",),
-    "output": ("acc",), "math": ("mul", "acc"), "compute": ("mul", "acc"), "arithmetic": ("mul", "acc"),
+    "input": ("input",),
+    "inputs": ("input",),
+    "operand": ("input",),
+    "operands": ("input",),
+    "multiplication": ("mul",),
+    "multiply": ("mul",),
+    "multiplies": ("mul",),
+    "products": ("mul",),
+    "accumulation": ("acc",),
+    "accumulate": ("acc",),
+    "accumulator": ("acc",),
+    "addition": ("acc",),
+    "output": ("acc",),
+    "math": ("mul", "acc"),
+    "compute": ("mul", "acc"),
+    "arithmetic": ("mul", "acc"),
 }
 _FLOAT_WORDS = {"double": 64, "single": 32, "float": 32, "half": 16, "tensorfloat": 32}
 
@@ -123,7 +148,12 @@ def parse_precision(text: str) -> Precision:
     roles: dict[str, int] = {}
     pending: int | None = None
     for i, tok in enumerate(tokens):
-        if tok.isdigit() and (i + 1 < len(tokens) and tokens[i + 1] in ("bit", "bits") or i and tokens[i - 1] in ("int", "fp", "float", "bf", "bfloat", "tf")):
+        if tok.isdigit() and (
+            i + 1 < len(tokens)
+            and tokens[i + 1] in ("bit", "bits")
+            or i
+            and tokens[i - 1] in ("int", "fp", "float", "bf", "bfloat", "tf")
+        ):
             pending = int(tok)
         elif tok in _FLOAT_WORDS:
             pending = _FLOAT_WORDS[tok]
@@ -135,6 +165,10 @@ def parse_precision(text: str) -> Precision:
     first = roles.get("input", roles.get("mul", pending))
     mul = roles.get("mul", first)
     return Precision(
-        input_bits=roles.get("input", first), mul_bits=mul, acc_bits=roles.get("acc", max(mul, 32) if is_int else mul),
-        is_int=is_int, brain_float="bf" in tokens or "bfloat" in tokens, tensor_float="tf" in tokens or "tensorfloat" in tokens,
+        input_bits=roles.get("input", first),
+        mul_bits=mul,
+        acc_bits=roles.get("acc", max(mul, 32) if is_int else mul),
+        is_int=is_int,
+        brain_float="bf" in tokens or "bfloat" in tokens,
+        tensor_float="tf" in tokens or "tensorfloat" in tokens,
     )

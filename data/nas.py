@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from preflight.data import arch
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
-
-from preflight.data import arch
 
 Space = Literal["nb201", "fbnet", "nb101", "nasbench-graph", "opgraph"]
 
@@ -26,8 +25,9 @@ class ArchItem(BaseModel):
     space: Space = Field(description="search space; 'opgraph' for an explicit graph of operations")
     arch: str | list[str] | dict = Field(
         description="nb201: arch_str; fbnet: op_str_list ('k3_e1|skip|...', or a list of 22 layers); "
-                    "nb101: {adjacency, ops}; nasbench-graph: {link, ops}; "
-                    "opgraph: {nodes: [{op, kernel, expansion, groups}], edges: [[from, to]]}")
+        "nb101: {adjacency, ops}; nasbench-graph: {link, ops}; "
+        "opgraph: {nodes: [{op, kernel, expansion, groups}], edges: [[from, to]]}"
+    )
     dataset: str = Field(min_length=1, description="e.g. cifar10, cifar100, imagenet, ninapro, darcy, cora")
 
     @field_validator("arch")
@@ -55,7 +55,9 @@ class LatencyItem(ArchItem):
 
     device: str = Field(min_length=1, description="any name the catalogue resolves, or a registered device")
     batch_size: int = Field(1, ge=1, le=1_000_000)
-    framework: str | None = Field(None, description="runtime, e.g. litert, onnx, torchmobile (HW-NAS-Bench-360)")
+    framework: str | None = Field(
+        None, description="runtime, e.g. litert, onnx, torchmobile (HW-NAS-Bench-360)"
+    )
 
 
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
@@ -72,16 +74,28 @@ class CurveItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     space: Space | None = Field(None, description="search space of arch; 'opgraph' for an explicit graph")
-    arch: str | list[str] | dict | None = Field(None, description="the architecture in its space's notation "
-                                                "(as for nas-accuracy); none for a learner without one")
-    learner: str | None = Field(None, min_length=1, description="what was trained when it is no architecture, e.g. "
-                                "LCDB's 'SVC_rbf' or 'sklearn.ensemble.RandomForestClassifier'")
+    arch: str | list[str] | dict | None = Field(
+        None,
+        description="the architecture in its space's notation "
+        "(as for nas-accuracy); none for a learner without one",
+    )
+    learner: str | None = Field(
+        None,
+        min_length=1,
+        description="what was trained when it is no architecture, e.g. "
+        "LCDB's 'SVC_rbf' or 'sklearn.ensemble.RandomForestClassifier'",
+    )
     dataset: str = Field(min_length=1, description="e.g. digits, cifar10, openml-44")
-    curve: list[Fraction] = Field(min_length=1, max_length=10_000,
-                                  description="validation accuracy (a fraction) after each epoch measured so far")
+    curve: list[Fraction] = Field(
+        min_length=1,
+        max_length=10_000,
+        description="validation accuracy (a fraction) after each epoch measured so far",
+    )
     epochs: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, min_length=1, description="the epoch (or training-set size) of each curve point, increasing "
-                                        "(default 1, 2, ...)")
+        None,
+        min_length=1,
+        description="the epoch (or training-set size) of each curve point, increasing (default 1, 2, ...)",
+    )
     budget: int = Field(ge=1, le=10_000_000, description="epochs (or training-set size) of the run in full")
     learning_rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="initial learning rate")
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
@@ -92,18 +106,24 @@ class CurveItem(BaseModel):
         return None if value is None else checked_notation(info.data.get("space"), value)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CurveItem":
+    def _consistent(self) -> CurveItem:
         if (self.space is None) != (self.arch is None):
             raise PydanticCustomError("space_and_arch", "space and arch go together: give both or neither")
         epochs = self.measured_epochs
         if len(epochs) != len(self.curve):
-            raise PydanticCustomError("epochs_length", "epochs has {e} entries for {c} curve points",
-                                      {"e": len(epochs), "c": len(self.curve)})
+            raise PydanticCustomError(
+                "epochs_length",
+                "epochs has {e} entries for {c} curve points",
+                {"e": len(epochs), "c": len(self.curve)},
+            )
         if any(b <= a for a, b in zip(epochs, epochs[1:])):
             raise PydanticCustomError("epochs_order", "epochs must increase strictly")
         if epochs[-1] > self.budget:
-            raise PydanticCustomError("curve_too_long", "the curve reaches epoch {e}, past the budget of {b} epochs",
-                                      {"e": epochs[-1], "b": self.budget})
+            raise PydanticCustomError(
+                "curve_too_long",
+                "the curve reaches epoch {e}, past the budget of {b} epochs",
+                {"e": epochs[-1], "b": self.budget},
+            )
         return self
 
     @property

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
-
 from preflight.data.errors import DataError
 from preflight.data.tables import Loaded
 
@@ -50,9 +49,14 @@ class TableStore:
         loaded.rows.to_parquet(tmp, index=False)
         os.replace(tmp, table)
         entry = {
-            "source": loaded.source, "path": str(Path(path).resolve()), "sha256": loaded.sha256,
-            "rows": len(loaded.rows), "rejected": len(loaded.rejects), "reject_reasons": loaded.reject_counts(),
-            "extra_devices": loaded.extra_devices, "stored_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "source": loaded.source,
+            "path": str(Path(path).resolve()),
+            "sha256": loaded.sha256,
+            "rows": len(loaded.rows),
+            "rejected": len(loaded.rejects),
+            "reject_reasons": loaded.reject_counts(),
+            "extra_devices": loaded.extra_devices,
+            "stored_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         manifest = self.manifest() | {loaded.source: entry}
         atomic_write_bytes(self.manifest_path, json.dumps(manifest, indent=2).encode())
@@ -61,5 +65,7 @@ class TableStore:
     def get(self, source: str) -> pd.DataFrame:
         table = self.root / f"{source}.parquet"
         if not table.exists():
-            raise DataError(f"source {source!r} is not in the table store; run `preflight data load {source} --path FILE`")
+            raise DataError(
+                f"source {source!r} is not in the table store; run `preflight data load {source} --path FILE`"
+            )
         return pd.read_parquet(table)

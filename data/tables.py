@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.errors import DataError
 
 #: Share of rejected rows above which a whole file is refused as partial or corrupt.
@@ -74,6 +73,8 @@ class RowChecks:
         kept = rows.loc[~bad].reset_index(drop=True)
         if len(rows) == 0 or bad.mean() > MAX_REJECTED_FRACTION:
             counts = rejects["reason"].value_counts().to_dict()
-            raise DataError(f"{source}: {path} rejected: {int(bad.sum())} of {len(rows)} rows are bad ({counts})")
+            raise DataError(
+                f"{source}: {path} rejected: {int(bad.sum())} of {len(rows)} rows are bad ({counts})"
+            )
         kept.insert(0, "source", source)
         return Loaded(source=source, rows=kept, rejects=rejects, sha256=sha256)

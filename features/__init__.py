@@ -20,14 +20,19 @@ class Features:
     reference: pd.DataFrame
     meta: pd.DataFrame
 
-    def take(self, index) -> "Features":
+    def take(self, index) -> Features:
         """Rows by position, as a new Features."""
-        return Features(self.X.iloc[index].reset_index(drop=True), self.reference.iloc[index].reset_index(drop=True),
-                        self.meta.iloc[index].reset_index(drop=True))
+        return Features(
+            self.X.iloc[index].reset_index(drop=True),
+            self.reference.iloc[index].reset_index(drop=True),
+            self.meta.iloc[index].reset_index(drop=True),
+        )
 
 
 def concat(parts: list[Features]) -> Features:
     """Rows of several Features, one after the other."""
+
     def stack(attr: str) -> pd.DataFrame:
         return pd.concat([getattr(p, attr) for p in parts], ignore_index=True)
+
     return Features(stack("X"), stack("reference"), stack("meta"))

@@ -14,7 +14,6 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-
 from preflight.data import arch
 from preflight.data.arch import OPS, SPACES, Node, OpGraph
 from preflight.data.catalogue import Catalogue
@@ -24,8 +23,24 @@ from preflight.features import Features, device
 DEPTH_BINS = 8
 CONTEXT_PREFIX = "ctx_"
 #: Fixed vocabularies (never fitted per split); a value outside them is NaN and flagged as unseen.
-DATASETS = ("cifar10", "cifar100", "imagenet", "imagenet16-120", "ninapro", "darcy", "cora", "citeseer", "pubmed",
-            "cs", "physics", "photo", "computers", "arxiv", "proteins", "digits")
+DATASETS = (
+    "cifar10",
+    "cifar100",
+    "imagenet",
+    "imagenet16-120",
+    "ninapro",
+    "darcy",
+    "cora",
+    "citeseer",
+    "pubmed",
+    "cs",
+    "physics",
+    "photo",
+    "computers",
+    "arxiv",
+    "proteins",
+    "digits",
+)
 FRAMEWORKS = ("pytorch", "litert", "onnx", "torchmobile")
 TARGETS = ("latency_ms", "energy_mj", "accuracy")
 #: Node positions encoded one by one: in fixed-topology spaces (a NAS-Bench-201 edge, an FBNet layer)
@@ -38,13 +53,23 @@ ROLES = ("s", "w1", "w3", "p")
 #: Input-to-output paths of at most this many ops are counted by their sequence of roles (the path
 #: encoding of BANANAS, on roles so that it has one width for every space).
 PATH_OPS = 3
-PATHS = tuple("-".join(seq) for length in range(1, PATH_OPS + 1) for seq in itertools.product(ROLES, repeat=length))
-FLAT_COLUMNS = ("arch_n_nodes", "arch_n_edges", "arch_depth", "arch_space",
-                "arch_paths_log2", "arch_output_reachable", "arch_max_weighted_depth", "arch_min_weighted_depth",
-                *(f"arch_{kind}_{op}" for op in OPS for kind in ("count", "live", "sum_kernel", "sum_expansion")),
-                *(f"arch_d{b}_{op}" for b in range(DEPTH_BINS) for op in OPS),
-                *(f"arch_p{i}_{part}" for i in range(POSITIONS) for part in ("op", "kernel", "expansion")),
-                *(f"arch_path_{path}" for path in PATHS))
+PATHS = tuple(
+    "-".join(seq) for length in range(1, PATH_OPS + 1) for seq in itertools.product(ROLES, repeat=length)
+)
+FLAT_COLUMNS = (
+    "arch_n_nodes",
+    "arch_n_edges",
+    "arch_depth",
+    "arch_space",
+    "arch_paths_log2",
+    "arch_output_reachable",
+    "arch_max_weighted_depth",
+    "arch_min_weighted_depth",
+    *(f"arch_{kind}_{op}" for op in OPS for kind in ("count", "live", "sum_kernel", "sum_expansion")),
+    *(f"arch_d{b}_{op}" for b in range(DEPTH_BINS) for op in OPS),
+    *(f"arch_p{i}_{part}" for i in range(POSITIONS) for part in ("op", "kernel", "expansion")),
+    *(f"arch_path_{path}" for path in PATHS),
+)
 
 
 @lru_cache(maxsize=100_000)
@@ -53,8 +78,12 @@ def _flat_one(space: str, notation: str) -> tuple[float, ...]:
     depths = g.depths()
     bins = np.minimum((depths / max(depths.max(), 1) * DEPTH_BINS).astype(int), DEPTH_BINS - 1)
     row = dict.fromkeys(FLAT_COLUMNS, 0.0)
-    row |= {"arch_n_nodes": len(g.nodes), "arch_n_edges": len(g.edges), "arch_depth": int(depths.max()),
-            "arch_space": SPACES.index(g.space)}
+    row |= {
+        "arch_n_nodes": len(g.nodes),
+        "arch_n_edges": len(g.edges),
+        "arch_depth": int(depths.max()),
+        "arch_space": SPACES.index(g.space),
+    }
     live, flow = _data_flow(g)
     row |= flow
     for path in _short_paths(g):
@@ -66,8 +95,11 @@ def _flat_one(space: str, notation: str) -> tuple[float, ...]:
         row[f"arch_sum_kernel_{node.op}"] += node.kernel
         row[f"arch_sum_expansion_{node.op}"] += node.expansion
         if i < POSITIONS:
-            row |= {f"arch_p{i}_op": OPS.index(node.op) + 1, f"arch_p{i}_kernel": node.kernel,
-                    f"arch_p{i}_expansion": node.expansion}
+            row |= {
+                f"arch_p{i}_op": OPS.index(node.op) + 1,
+                f"arch_p{i}_kernel": node.kernel,
+                f"arch_p{i}_expansion": node.expansion,
+            }
     return tuple(row.values())
 
 
@@ -117,16 +149,20 @@ def _data_flow(g: OpGraph) -> tuple[np.ndarray, dict[str, float]]:
         paths_out[a] += paths_out[b]
     reachable = paths_in[n - 1] > 0
     return (paths_in > 0) & (paths_out > 0), {
-        "arch_paths_log2": float(np.log2(1 + paths_in[n - 1])), "arch_output_reachable": float(reachable),
+        "arch_paths_log2": float(np.log2(1 + paths_in[n - 1])),
+        "arch_output_reachable": float(reachable),
         "arch_max_weighted_depth": float(deepest[n - 1]) if reachable else -1.0,
-        "arch_min_weighted_depth": float(shallowest[n - 1]) if reachable else -1.0}
+        "arch_min_weighted_depth": float(shallowest[n - 1]) if reachable else -1.0,
+    }
 
 
 def flat(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
     """The fixed-width encoding for trees: size, depth, op counts overall and per relative-depth bin,
     kernel and expansion sums per op."""
     codes, distinct = pd.factorize(pd.Series(spaces, dtype=str) + "\0" + pd.Series(notations, dtype=str))
-    table = np.array([_flat_one(*key.split("\0", 1)) for key in distinct], dtype=float).reshape(len(distinct), -1)
+    table = np.array([_flat_one(*key.split("\0", 1)) for key in distinct], dtype=float).reshape(
+        len(distinct), -1
+    )
     return pd.DataFrame(table[codes], columns=FLAT_COLUMNS)
 
 
@@ -138,7 +174,7 @@ def node_features(g: OpGraph) -> np.ndarray:
     x = np.zeros((len(g.nodes), NODE_FEATURES), dtype=np.float32)
     for i, node in enumerate(g.nodes):
         x[i, OPS.index(node.op)] = 1.0
-        x[i, len(OPS):] = (node.kernel, node.expansion, node.groups)
+        x[i, len(OPS) :] = (node.kernel, node.expansion, node.groups)
     return x
 
 
@@ -164,28 +200,54 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """
     spaces, notations = rows["space"].astype(str).to_numpy(), rows["arch"].astype(str).to_numpy()
     names = text(rows, "device").to_numpy()
-    by_name = {name: catalogue.resolve(name) for name in dict.fromkeys(names) if name}  # each distinct name once
+    by_name = {
+        name: catalogue.resolve(name) for name in dict.fromkeys(names) if name
+    }  # each distinct name once
     specs = [by_name.get(n) for n in names]
     spec = device.spec_columns(specs)
-    batch = pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1).to_numpy(dtype=float) if "batch_size" in rows else np.ones(len(rows))
+    batch = (
+        pd.to_numeric(rows["batch_size"], errors="coerce").fillna(1).to_numpy(dtype=float)
+        if "batch_size" in rows
+        else np.ones(len(rows))
+    )
     framework = text(rows, "framework")
     peak = np.array([np.nan if s is None else s.peak_tflops["fp32"] for s in specs], dtype=float)
-    context = pd.DataFrame({
-        "ctx_dataset": codes(rows["dataset"], DATASETS), "ctx_batch_log2": np.log2(batch),
-        "ctx_framework": codes(framework, FRAMEWORKS), "ctx_device_kind": device.kind_codes(specs),
-        "ctx_peak_fp32_log2": np.log2(peak), "ctx_bandwidth_log2": np.log2(spec["memory_bandwidth_gbs"]),
-        **{f"ctx_{field}": spec[field] for field in ("compute_units", "boost_clock_mhz", "llc_mb", "tdp_w", "year")},
-    })
+    context = pd.DataFrame(
+        {
+            "ctx_dataset": codes(rows["dataset"], DATASETS),
+            "ctx_batch_log2": np.log2(batch),
+            "ctx_framework": codes(framework, FRAMEWORKS),
+            "ctx_device_kind": device.kind_codes(specs),
+            "ctx_peak_fp32_log2": np.log2(peak),
+            "ctx_bandwidth_log2": np.log2(spec["memory_bandwidth_gbs"]),
+            **{
+                f"ctx_{field}": spec[field]
+                for field in ("compute_units", "boost_clock_mhz", "llc_mb", "tdp_w", "year")
+            },
+        }
+    )
     hardware = np.array(["" if s is None else s.id for s in specs], dtype=object)
-    setting = [h + (f"@b{int(b)}" if h and b != 1 else "") + (f"/{f}" if h and f else "")
-               for h, b, f in zip(hardware, batch, framework)]
+    setting = [
+        h + (f"@b{int(b)}" if h and b != 1 else "") + (f"/{f}" if h and f else "")
+        for h, b, f in zip(hardware, batch, framework)
+    ]
     dataset = rows["dataset"].astype(str).str.lower().to_numpy()
     groups = text(rows, "arch_group").to_numpy()
-    meta = pd.DataFrame({
-        "device_id": setting, "hardware": hardware, "dataset": dataset, "space": spaces, "arch": notations,
-        "arch_group": np.where(groups != "", groups, notations),  # items from the API: the architecture itself
-        "stratum": dataset,  # calibration per dataset: errors on darcy's score and on CIFAR accuracy differ in scale
-    })
+    meta = pd.DataFrame(
+        {
+            "device_id": setting,
+            "hardware": hardware,
+            "dataset": dataset,
+            "space": spaces,
+            "arch": notations,
+            "arch_group": np.where(
+                groups != "", groups, notations
+            ),  # items from the API: the architecture itself
+            "stratum": dataset,  # calibration per dataset: errors on darcy's score and on CIFAR accuracy differ in scale
+        }
+    )
     X = pd.concat([flat(spaces, notations), context], axis=1)
-    reference = pd.DataFrame(np.nan, index=X.index, columns=list(TARGETS))  # no reference scale for any NAS target
+    reference = pd.DataFrame(
+        np.nan, index=X.index, columns=list(TARGETS)
+    )  # no reference scale for any NAS target
     return Features(X=X, reference=reference, meta=meta)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
 from preflight.features.arch import DATASETS, FLAT_COLUMNS, codes, flat, text
@@ -30,18 +29,49 @@ EXP_RATES = np.geomspace(0.01, 3.0, 24)
 LOGPOWER_SCALES, LOGPOWER_SHAPES = np.meshgrid(np.geomspace(0.3, 100.0, 16), np.geomspace(0.3, 6.0, 12))
 MODELS = ("pow3", "exp3", "logpower")
 #: Learners of LCDB (the last part of the name; a learner outside this list is NaN and flagged unseen).
-LEARNERS = ("SVC_linear", "SVC_poly", "SVC_rbf", "SVC_sigmoid", "LinearDiscriminantAnalysis",
-            "QuadraticDiscriminantAnalysis", "ExtraTreesClassifier", "GradientBoostingClassifier",
-            "RandomForestClassifier", "LogisticRegression", "PassiveAggressiveClassifier", "Perceptron",
-            "RidgeClassifier", "SGDClassifier", "BernoulliNB", "MultinomialNB", "KNeighborsClassifier",
-            "MLPClassifier", "DecisionTreeClassifier", "ExtraTreeClassifier")
+LEARNERS = (
+    "SVC_linear",
+    "SVC_poly",
+    "SVC_rbf",
+    "SVC_sigmoid",
+    "LinearDiscriminantAnalysis",
+    "QuadraticDiscriminantAnalysis",
+    "ExtraTreesClassifier",
+    "GradientBoostingClassifier",
+    "RandomForestClassifier",
+    "LogisticRegression",
+    "PassiveAggressiveClassifier",
+    "Perceptron",
+    "RidgeClassifier",
+    "SGDClassifier",
+    "BernoulliNB",
+    "MultinomialNB",
+    "KNeighborsClassifier",
+    "MLPClassifier",
+    "DecisionTreeClassifier",
+    "ExtraTreeClassifier",
+)
 #: Calibration strata: the share of the budget already trained (the error shrinks as it grows) and the
 #: level the curve has reached (a curve still at chance may go anywhere; one near 1 has little room).
 FRACTION_EDGES = (0.1, 0.25, 0.5, 0.75)
 LEVEL_EDGES = (0.3, 0.8, 0.95)
-CURVE_COLUMNS = ("curve_points", "curve_last_epoch", "curve_budget", "curve_fraction", "curve_remaining_log2",
-                 "curve_first", "curve_last", "curve_best", "curve_mean3", "curve_std3", "curve_slope", "curve_slope3",
-                 *(f"curve_fit_{m}" for m in MODELS), "curve_fit_ensemble", "curve_fit_spread")
+CURVE_COLUMNS = (
+    "curve_points",
+    "curve_last_epoch",
+    "curve_budget",
+    "curve_fraction",
+    "curve_remaining_log2",
+    "curve_first",
+    "curve_last",
+    "curve_best",
+    "curve_mean3",
+    "curve_std3",
+    "curve_slope",
+    "curve_slope3",
+    *(f"curve_fit_{m}" for m in MODELS),
+    "curve_fit_ensemble",
+    "curve_fit_spread",
+)
 
 
 def points(row_curve, row_epochs) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +86,7 @@ def _two_parameter(x: np.ndarray, y: np.ndarray, basis: np.ndarray, basis_at: np
     """``y ≈ c + a·basis`` for each candidate basis (rows), the least-squares best one, evaluated at the budget."""
     b_mean = basis.mean(axis=1, keepdims=True)
     centred = basis - b_mean
-    var = (centred ** 2).sum(axis=1)
+    var = (centred**2).sum(axis=1)
     ok = var > 1e-12
     slope = np.where(ok, (centred * (y - y.mean())).sum(axis=1) / np.where(ok, var, 1.0), 0.0)
     intercept = y.mean() - slope * b_mean[:, 0]
@@ -68,7 +98,7 @@ def _two_parameter(x: np.ndarray, y: np.ndarray, basis: np.ndarray, basis_at: np
 def _logpower(x: np.ndarray, y: np.ndarray, budget: float) -> float:
     scales, shapes = LOGPOWER_SCALES.ravel()[:, None], LOGPOWER_SHAPES.ravel()[:, None]
     g = 1.0 / (1.0 + (x[None, :] / scales) ** -shapes)
-    a = (g * y).sum(axis=1) / (g ** 2).sum(axis=1)
+    a = (g * y).sum(axis=1) / (g**2).sum(axis=1)
     best = np.argmin(((a[:, None] * g - y) ** 2).sum(axis=1))
     return float(a[best] / (1.0 + (budget / scales[best, 0]) ** -shapes[best, 0]))
 
@@ -78,7 +108,7 @@ def extrapolate(x: np.ndarray, y: np.ndarray, budget: float) -> dict[str, float]
     if len(y) < MIN_POINTS:
         return dict.fromkeys(MODELS, np.nan)
     fits = {
-        "pow3": _two_parameter(x, y, x[None, :] ** -POW_ALPHAS[:, None], budget ** -POW_ALPHAS),
+        "pow3": _two_parameter(x, y, x[None, :] ** -POW_ALPHAS[:, None], budget**-POW_ALPHAS),
         "exp3": _two_parameter(x, y, np.exp(-EXP_RATES[:, None] * x[None, :]), np.exp(-EXP_RATES * budget)),
         "logpower": _logpower(x, y, budget),
     }
@@ -91,9 +121,16 @@ def curve_row(x: np.ndarray, y: np.ndarray, budget: float) -> dict[str, float]:
     fits = extrapolate(x, y, budget)
     fitted = [v for v in fits.values() if np.isfinite(v)]
     return {
-        "curve_points": len(y), "curve_last_epoch": x[-1], "curve_budget": budget, "curve_fraction": x[-1] / budget,
-        "curve_remaining_log2": np.log2(1 + budget - x[-1]), "curve_first": y[0], "curve_last": y[-1],
-        "curve_best": y.max(), "curve_mean3": tail_y.mean(), "curve_std3": tail_y.std(),
+        "curve_points": len(y),
+        "curve_last_epoch": x[-1],
+        "curve_budget": budget,
+        "curve_fraction": x[-1] / budget,
+        "curve_remaining_log2": np.log2(1 + budget - x[-1]),
+        "curve_first": y[0],
+        "curve_last": y[-1],
+        "curve_best": y.max(),
+        "curve_mean3": tail_y.mean(),
+        "curve_std3": tail_y.std(),
         "curve_slope": (y[-1] - y[-2]) / (x[-1] - x[-2]) if len(y) > 1 else 0.0,
         "curve_slope3": np.polyfit(tail_x, tail_y, 1)[0] if len(y) > 1 else 0.0,
         **{f"curve_fit_{name}": value for name, value in fits.items()},
@@ -117,25 +154,41 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     del catalogue  # curves are trained, not run, on a device: no spec sheet enters
     epochs = rows["epochs"] if "epochs" in rows else pd.Series([None] * len(rows), index=rows.index)
     budget = rows["budget"].to_numpy(dtype=float)
-    curves = pd.DataFrame([curve_row(*points(c, e), b) for c, e, b in zip(rows["curve"], epochs, budget)],
-                          columns=list(CURVE_COLUMNS)).astype(float)
+    curves = pd.DataFrame(
+        [curve_row(*points(c, e), b) for c, e, b in zip(rows["curve"], epochs, budget)],
+        columns=list(CURVE_COLUMNS),
+    ).astype(float)
     dataset = rows["dataset"].astype(str).str.lower()
-    context = pd.DataFrame({
-        "ctx_dataset": codes(dataset, DATASETS),
-        "ctx_learning_rate_log10": np.log10(_numeric(rows, "learning_rate")),
-        "ctx_batch_log2": np.log2(_numeric(rows, "batch_size")),
-    })
+    context = pd.DataFrame(
+        {
+            "ctx_dataset": codes(dataset, DATASETS),
+            "ctx_learning_rate_log10": np.log10(_numeric(rows, "learning_rate")),
+            "ctx_batch_log2": np.log2(_numeric(rows, "batch_size")),
+        }
+    )
     spaces, notations, learners = (text(rows, c).to_numpy() for c in ("space", "arch", "learner"))
     context["ctx_learner"] = codes(pd.Series(learners).str.rsplit(".", n=1).str[-1], LEARNERS)
     X = pd.concat([curves, _architectures(spaces, notations), context], axis=1)
     given = text(rows, "arch_group").to_numpy()
-    groups = np.where(given != "", given, np.where(notations != "", notations, learners))  # API items: what was trained
-    meta = pd.DataFrame({
-        "device_id": "", "dataset": dataset.to_numpy(), "space": spaces, "arch": notations, "arch_group": groups,
-        "run": rows["run"].astype(str).to_numpy() if "run" in rows else np.arange(len(rows)).astype(str),
-        "stratum": stratum(dataset.to_numpy(), curves["curve_fraction"].to_numpy(), curves["curve_last"].to_numpy()),
-    })
-    reference = pd.DataFrame({"accuracy": curves["curve_last"]})  # the final accuracy is learned as a change from it
+    groups = np.where(
+        given != "", given, np.where(notations != "", notations, learners)
+    )  # API items: what was trained
+    meta = pd.DataFrame(
+        {
+            "device_id": "",
+            "dataset": dataset.to_numpy(),
+            "space": spaces,
+            "arch": notations,
+            "arch_group": groups,
+            "run": rows["run"].astype(str).to_numpy() if "run" in rows else np.arange(len(rows)).astype(str),
+            "stratum": stratum(
+                dataset.to_numpy(), curves["curve_fraction"].to_numpy(), curves["curve_last"].to_numpy()
+            ),
+        }
+    )
+    reference = pd.DataFrame(
+        {"accuracy": curves["curve_last"]}
+    )  # the final accuracy is learned as a change from it
     return Features(X=X, reference=reference, meta=meta)
 
 

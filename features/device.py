@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from preflight.data.catalogue import Catalogue, DeviceSpec
 
 KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3}
@@ -18,9 +17,11 @@ def resolve(devices: np.ndarray, catalogue: Catalogue) -> list[DeviceSpec]:
 
 def spec_columns(specs: list[DeviceSpec | None]) -> dict[str, np.ndarray]:
     """One array per spec field (NaN where a sheet lacks the field or there is no device)."""
+
     def value(spec: DeviceSpec | None, field: str) -> float:
         v = None if spec is None else getattr(spec, field)
         return np.nan if v is None else float(v)
+
     return {field: np.array([value(s, field) for s in specs]) for field in SPEC_FIELDS}
 
 

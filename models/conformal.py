@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from preflight.models.families import targets
 
 #: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate, or of
@@ -52,11 +51,13 @@ class Conformal:
     def score(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         return np.abs(self.residual(y_true, y_pred))
 
-    def conformalize(self, y_true: np.ndarray, y_pred: np.ndarray) -> "Conformal":
+    def conformalize(self, y_true: np.ndarray, y_pred: np.ndarray) -> Conformal:
         return self.from_residuals(self.target, self.residual(y_true, y_pred), y_pred, into=self)
 
     @classmethod
-    def from_residuals(cls, target: str, residuals, estimates=None, into: "Conformal | None" = None) -> "Conformal":
+    def from_residuals(
+        cls, target: str, residuals, estimates=None, into: Conformal | None = None
+    ) -> Conformal:
         """A calibrator from signed residuals (``targets.residual``) and the estimates they belong to
         (none: every residual is a neighbour of every estimate)."""
         calibrator = into or cls(target)
@@ -68,7 +69,7 @@ class Conformal:
         return calibrator
 
     @classmethod
-    def from_scores(cls, target: str, scores) -> "Conformal":
+    def from_scores(cls, target: str, scores) -> Conformal:
         """A calibrator from conformity scores computed elsewhere (saved state, few-shot residuals)."""
         calibrator = cls(target)
         calibrator.scores_ = np.sort(np.asarray(scores, dtype=float))
@@ -96,12 +97,16 @@ class Conformal:
         needed = targets.residual(self.target, np.asarray(threshold, float), y_pred)
         needed = np.broadcast_to(needed, y_pred.shape)
         first = np.clip(np.searchsorted(self.estimates_, y_pred) - k // 2, 0, n - k)
-        above = np.array([np.count_nonzero(self.residuals_[f:f + k] > need) for f, need in zip(first, needed)])
+        above = np.array(
+            [np.count_nonzero(self.residuals_[f : f + k] > need) for f, need in zip(first, needed)]
+        )
         p = np.clip(above / k, 1 / (k + 1), k / (k + 1))
         bound = targets.UPPER_BOUND.get(self.target, np.inf)
         return np.where(np.broadcast_to(np.asarray(threshold, float), p.shape) >= bound, 0.0, p)
 
-    def interval(self, y_pred: np.ndarray, coverage: float, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    def interval(
+        self, y_pred: np.ndarray, coverage: float, scale: float = 1.0
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a spread)."""
         q = self.quantile(coverage) * scale
         y_pred = np.asarray(y_pred, float)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.errors import DataError
@@ -21,8 +20,9 @@ class TaskData:
     checksums: dict[str, str]  # source -> sha256 of its file
 
 
-def load_source(source: str, path: Path, settings: Settings, catalogue: Catalogue,
-                store: bool = True) -> tuple[pd.DataFrame, str]:
+def load_source(
+    source: str, path: Path, settings: Settings, catalogue: Catalogue, store: bool = True
+) -> tuple[pd.DataFrame, str]:
     """Load one file, record it in the table store (unless ``store`` is off, as for evaluation
     splits), and register the devices that travel with it."""
     loaded = sources.load(source, path)
@@ -39,8 +39,14 @@ def available_sources(task: Task, settings: Settings) -> dict[str, Path]:
     return {s: p for s, p in found.items() if p is not None}
 
 
-def task_data(task: Task, settings: Settings, catalogue: Catalogue, paths: dict[str, Path],
-              max_rows_per_source: int | None = None, seed: int = 0) -> TaskData:
+def task_data(
+    task: Task,
+    settings: Settings,
+    catalogue: Catalogue,
+    paths: dict[str, Path],
+    max_rows_per_source: int | None = None,
+    seed: int = 0,
+) -> TaskData:
     """Rows of the given sources, each optionally sampled down (seeded) to keep training quick."""
     if not paths:
         raise DataError(f"no data for task {task.name!r}: set PREFLIGHT_DATASETS or pass --source/--path")

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from preflight.data.catalogue import Catalogue
 from preflight.data.nas import CurveItem
 from preflight.models.predictor import Predictor
@@ -48,24 +47,47 @@ class Decision:
     warnings: list[str]
 
 
-def decide(task: Task, predictor: Predictor, catalogue: Catalogue, item: CurveItem, incumbent: float | None,
-           risk: float, coverage: float, valid_size: int | None = None) -> Decision:
+def decide(
+    task: Task,
+    predictor: Predictor,
+    catalogue: Catalogue,
+    item: CurveItem,
+    incumbent: float | None,
+    risk: float,
+    coverage: float,
+    valid_size: int | None = None,
+) -> Decision:
     """Predict the run's final accuracy and apply the rule."""
     if item.finished:
         last = item.curve[-1]
         p_beat = None if incumbent is None else float(last > incumbent)
-        return Decision({"value": last, "low": last, "high": last}, p_beat, "stop",
-                        "the run has reached its budget: its final accuracy is its last value", False, [])
+        return Decision(
+            {"value": last, "low": last, "high": last},
+            p_beat,
+            "stop",
+            "the run has reached its budget: its final accuracy is its last value",
+            False,
+            [],
+        )
     features = task.featurize(task.items_to_rows([item]), catalogue)
     estimates = predictor.predict(features, coverage)
     record = estimates.records()[0]
     target = task.primary_target
     if incumbent is None:
-        return Decision(record[target], None, "continue", "no incumbent yet: nothing to beat", record["ood"],
-                        record["warnings"])
+        return Decision(
+            record[target],
+            None,
+            "continue",
+            "no incumbent yet: nothing to beat",
+            record["ood"],
+            record["warnings"],
+        )
     threshold = beat_threshold(incumbent, valid_size)
-    p_beat = float(predictor.probability_above(features, target, estimates.value[target].to_numpy(), threshold)[0])
+    p_beat = float(
+        predictor.probability_above(features, target, estimates.value[target].to_numpy(), threshold)[0]
+    )
     stopping = bool(stop(p_beat, risk))
     reason = f"P(final > incumbent) = {p_beat:.3f} {'<' if stopping else '>='} risk {risk}"
-    return Decision(record[target], p_beat, "stop" if stopping else "continue", reason, record["ood"],
-                    record["warnings"])
+    return Decision(
+        record[target], p_beat, "stop" if stopping else "continue", reason, record["ood"], record["warnings"]
+    )

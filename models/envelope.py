@@ -15,7 +15,7 @@ class Envelope:
     def __init__(self, categoricals: tuple[str, ...] = ("device_id", "dataset")) -> None:
         self.categoricals = categoricals
 
-    def fit(self, X: pd.DataFrame, meta: pd.DataFrame) -> "Envelope":
+    def fit(self, X: pd.DataFrame, meta: pd.DataFrame) -> Envelope:
         numeric = X.apply(pd.to_numeric, errors="coerce")
         self.low_ = numeric.min().to_dict()
         self.high_ = numeric.max().to_dict()
@@ -41,15 +41,24 @@ class Envelope:
         ranges = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(low, high)]
         rows, cols = np.nonzero(outside)
         for i, j, value in zip(rows.tolist(), cols.tolist(), values[rows, cols].tolist()):
-            where = "never present in the training data" if never_seen[i, j] else f"outside the training range {ranges[j]}"
+            where = (
+                "never present in the training data"
+                if never_seen[i, j]
+                else f"outside the training range {ranges[j]}"
+            )
             out[i].append(f"{names[j]}={value:.3g} {where}")
         return out
 
     def state(self) -> dict:
-        return {"categoricals": list(self.categoricals), "low": self.low_, "high": self.high_, "seen": self.seen_}
+        return {
+            "categoricals": list(self.categoricals),
+            "low": self.low_,
+            "high": self.high_,
+            "seen": self.seen_,
+        }
 
     @classmethod
-    def from_state(cls, state: dict) -> "Envelope":
+    def from_state(cls, state: dict) -> Envelope:
         envelope = cls(tuple(state["categoricals"]))
         envelope.low_, envelope.high_, envelope.seen_ = state["low"], state["high"], state["seen"]
         return envelope

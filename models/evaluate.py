@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
-
 from preflight.data.catalogue import Catalogue
 from preflight.features import Features
 from preflight.models import metrics
@@ -18,6 +16,8 @@ from preflight.models.families import targets
 from preflight.models.families.targets import present
 from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.task import Task
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
 
 @dataclass
 class Outcome:
@@ -31,19 +31,29 @@ class Outcome:
     n_train: int  # training rows per fit (the mean over folds)
 
 
-def _fit(task: Task, family: str, features: Features, Y: pd.DataFrame, group: str, seed: int,
-         params: dict | None = None) -> Predictor:
+def _fit(
+    task: Task,
+    family: str,
+    features: Features,
+    Y: pd.DataFrame,
+    group: str,
+    seed: int,
+    params: dict | None = None,
+) -> Predictor:
     predictor = Predictor(task.name, family, seed=seed, params=params if family != task.baseline else None)
     return predictor.fit(features, Y, task.group_values(features.meta, group))
 
 
 def target_frame(task: Task, rows: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({t: pd.to_numeric(rows[t], errors="coerce") if t in rows else np.nan for t in task.targets})
+    return pd.DataFrame(
+        {t: pd.to_numeric(rows[t], errors="coerce") if t in rows else np.nan for t in task.targets}
+    )
 
 
 def _concat(parts: list[Estimates]) -> Estimates:
     def stack(attr: str) -> pd.DataFrame:
         return pd.concat([getattr(p, attr) for p in parts], ignore_index=True)
+
     return Estimates(stack("value"), stack("low"), stack("high"), [r for p in parts for r in p.reasons])
 
 
@@ -61,9 +71,17 @@ def _splits(groups: pd.Series, seed: int, train_size: int | None):
     return list(GroupKFold(n_splits=5, shuffle=True, random_state=seed).split(groups, groups=groups))
 
 
-def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family: str, group: str,
-                   seed: int = 0, train_size: int | None = None, coverage: float = 0.9,
-                   params: dict | None = None) -> Outcome:
+def cross_validate(
+    task: Task,
+    rows: pd.DataFrame,
+    catalogue: Catalogue,
+    family: str,
+    group: str,
+    seed: int = 0,
+    train_size: int | None = None,
+    coverage: float = 0.9,
+    params: dict | None = None,
+) -> Outcome:
     """Out-of-fold estimates where each fold holds out whole groups."""
     rows = task.rows(rows)
     features, Y = task.featurize(rows, catalogue), target_frame(task, rows)
@@ -72,16 +90,34 @@ def cross_validate(task: Task, rows: pd.DataFrame, catalogue: Catalogue, family:
     splits = _splits(groups, seed, train_size)
     for train, test in splits:
         for name, parts in ((family, model_parts), (task.baseline, baseline_parts)):
-            predictor = _fit(task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed, params)
+            predictor = _fit(
+                task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed, params
+            )
             parts.append(predictor.predict(features.take(test), coverage))
         order.append(test)
     order = np.concatenate(order)
-    return Outcome(Y.iloc[order].reset_index(drop=True), _concat(model_parts), _concat(baseline_parts),
-                   groups.iloc[order].reset_index(drop=True), order, int(np.mean([len(tr) for tr, _ in splits])))
+    return Outcome(
+        Y.iloc[order].reset_index(drop=True),
+        _concat(model_parts),
+        _concat(baseline_parts),
+        groups.iloc[order].reset_index(drop=True),
+        order,
+        int(np.mean([len(tr) for tr, _ in splits])),
+    )
 
 
-def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, catalogue: Catalogue, family: str,
-               group: str, seed: int = 0, shots: int = 0, coverage: float = 0.9, params: dict | None = None) -> Outcome:
+def train_test(
+    task: Task,
+    train_rows: pd.DataFrame,
+    test_rows: pd.DataFrame,
+    catalogue: Catalogue,
+    family: str,
+    group: str,
+    seed: int = 0,
+    shots: int = 0,
+    coverage: float = 0.9,
+    params: dict | None = None,
+) -> Outcome:
     """Fit on one file, test on another; with ``shots``, K rows per test device are given as measurements."""
     train_rows, test_rows = task.rows(train_rows), task.rows(test_rows)
     train_f, train_y = task.featurize(train_rows, catalogue), target_frame(task, train_rows)
@@ -92,18 +128,27 @@ def train_test(task: Task, train_rows: pd.DataFrame, test_rows: pd.DataFrame, ca
     for name in (family, task.baseline):
         predictor = _fit(task, name, train_f, train_y, group, seed, params)
         if shots:
-            predictor = predictor.adapted(test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True))
+            predictor = predictor.adapted(
+                test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True)
+            )
         estimates.append(predictor.predict(test_f.take(keep), coverage))
-    return Outcome(test_y.iloc[keep].reset_index(drop=True), *estimates,
-                   test_f.meta["device_id"].iloc[keep].reset_index(drop=True), keep, len(train_rows))
+    return Outcome(
+        test_y.iloc[keep].reset_index(drop=True),
+        *estimates,
+        test_f.meta["device_id"].iloc[keep].reset_index(drop=True),
+        keep,
+        len(train_rows),
+    )
 
 
 def _shot_rows(devices: pd.Series, shots: int, seed: int) -> np.ndarray:
     if shots <= 0:
         return np.array([], dtype=int)
     rng = np.random.default_rng(seed)
-    chosen = [rng.choice(rows, size=min(shots, len(rows) - 1), replace=False)
-              for rows in devices.groupby(devices).indices.values()]
+    chosen = [
+        rng.choice(rows, size=min(shots, len(rows) - 1), replace=False)
+        for rows in devices.groupby(devices).indices.values()
+    ]
     return np.sort(np.concatenate(chosen)).astype(int)
 
 
@@ -117,8 +162,10 @@ def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = Fals
         if not by_group:
             out[target] = _metrics_on(outcome, estimates, target, ok)
             continue
-        per_group = {str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy())
-                     for g in outcome.groups[ok].unique()}
+        per_group = {
+            str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy())
+            for g in outcome.groups[ok].unique()
+        }
         keys = set.intersection(*(set(m) for m in per_group.values()))
         per_group["mean"] = {k: float(np.mean([m[k] for m in per_group.values()])) for k in sorted(keys)}
         out[target] = per_group
@@ -126,16 +173,26 @@ def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = Fals
 
 
 def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray) -> dict:
-    return metrics.regression(outcome.y[target][rows], estimates.value[target][rows],
-                              estimates.low[target][rows], estimates.high[target][rows],
-                              relative=not targets.is_absolute(target))
+    return metrics.regression(
+        outcome.y[target][rows],
+        estimates.value[target][rows],
+        estimates.low[target][rows],
+        estimates.high[target][rows],
+        relative=not targets.is_absolute(target),
+    )
 
 
-def report(task: Task, family: str, source: str, split: str, outcome: Outcome, by_group: bool = False) -> dict:
+def report(
+    task: Task, family: str, source: str, split: str, outcome: Outcome, by_group: bool = False
+) -> dict:
     """The ``evaluate --json`` object."""
     return {
-        "task": task.name, "family": family, "source": source, "split": split,
-        "n_train": outcome.n_train, "n_test": len(outcome.y),
+        "task": task.name,
+        "family": family,
+        "source": source,
+        "split": split,
+        "n_train": outcome.n_train,
+        "n_test": len(outcome.y),
         "metrics": target_metrics(outcome, outcome.model, by_group),
         "baseline": {"name": task.baseline, "metrics": target_metrics(outcome, outcome.baseline, by_group)},
     }

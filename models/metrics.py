@@ -13,8 +13,13 @@ def higher_is_better(metric: str) -> bool:
     return metric in HIGHER_IS_BETTER
 
 
-def regression(y: np.ndarray, pred: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None,
-               relative: bool = True) -> dict:
+def regression(
+    y: np.ndarray,
+    pred: np.ndarray,
+    low: np.ndarray | None = None,
+    high: np.ndarray | None = None,
+    relative: bool = True,
+) -> dict:
     """Errors, rank correlations and interval coverage; ``interval_width`` is the median width,
     relative to the estimate for positive targets (``relative``) and in the target's units otherwise."""
     y, pred = np.asarray(y, float), np.asarray(pred, float)

@@ -7,7 +7,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-
 from preflight.models.families.targets import is_absolute  # noqa: E402
 
 
@@ -18,7 +17,9 @@ def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str) -> plt.Figur
     (ax.plot if absolute else ax.loglog)(y[ok], pred[ok], ".", alpha=0.3, markersize=3)
     lo, hi = float(min(y[ok].min(), pred[ok].min())), float(max(y[ok].max(), pred[ok].max()))
     ax.plot([lo, hi], [lo, hi], "k--", linewidth=1)
-    ax.set(xlabel=f"measured {target}", ylabel=f"predicted {target}", title=f"{target}: predicted vs measured")
+    ax.set(
+        xlabel=f"measured {target}", ylabel=f"predicted {target}", title=f"{target}: predicted vs measured"
+    )
     fig.tight_layout()
     return fig
 
@@ -27,22 +28,26 @@ def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str) -> plt.Figur
 LABEL_CHARS = 40
 
 
-def error_by_group(y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, by: str = "group",
-                   top: int = 30) -> plt.Figure:
+def error_by_group(
+    y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, by: str = "group", top: int = 30
+) -> plt.Figure:
     absolute = is_absolute(target)
     error = (pred - y).abs() if absolute else (pred - y).abs() / y * 100
     per_group = error.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
     fig, ax = plt.subplots(figsize=(7, max(3, 0.25 * len(per_group))))
-    labels = [label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…" for label in per_group.index.astype(str)]
+    labels = [
+        label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+        for label in per_group.index.astype(str)
+    ]
     ax.barh(labels, per_group.to_numpy())
     ax.invert_yaxis()
-    ax.set(xlabel=f"median absolute error ({target})" if absolute else "median APE (%)",
-           title=f"{target}: error by {by} (worst {len(per_group)})")
+    ax.set(
+        xlabel=f"median absolute error ({target})" if absolute else "median APE (%)",
+        title=f"{target}: error by {by} (worst {len(per_group)})",
+    )
     fig.tight_layout()
     return fig
 
 
 def close(fig: plt.Figure) -> None:
     plt.close(fig)
-
-

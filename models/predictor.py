@@ -21,14 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold
-
 from preflight.features import Features, concat
 from preflight.models.conformal import Conformal
 from preflight.models.envelope import Envelope
-from preflight.models.families import FAMILIES, make_family
-from preflight.models.families import targets
+from preflight.models.families import FAMILIES, make_family, targets
 from preflight.models.families.targets import present
+from sklearn.model_selection import GroupKFold
 
 CALIBRATION_FOLDS = 4
 #: Splits with at most this many groups leave one group out at a time.
@@ -53,16 +51,25 @@ class Estimates:
 
     def records(self) -> list[dict]:
         """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None)."""
+
         def column(frame: pd.DataFrame, target: str) -> list:
             values = frame[target].to_numpy(dtype=float)
             return np.where(np.isfinite(values), values, np.nan).astype(object).tolist()
 
-        bounds = {t: (column(self.value, t), column(self.low, t), column(self.high, t)) for t in self.value.columns}
+        bounds = {
+            t: (column(self.value, t), column(self.low, t), column(self.high, t)) for t in self.value.columns
+        }
         out = []
         for i, reasons in enumerate(self.reasons):
-            record = {t: {"value": _none(v[i]), "low": _none(lo[i]), "high": _none(hi[i])} for t, (v, lo, hi) in bounds.items()}
-            missing = [f"no {t} estimate: the input lacks the scale it is predicted relative to (e.g. the device's tdp_w)"
-                       for t, estimate in record.items() if estimate["value"] is None]
+            record = {
+                t: {"value": _none(v[i]), "low": _none(lo[i]), "high": _none(hi[i])}
+                for t, (v, lo, hi) in bounds.items()
+            }
+            missing = [
+                f"no {t} estimate: the input lacks the scale it is predicted relative to (e.g. the device's tdp_w)"
+                for t, estimate in record.items()
+                if estimate["value"] is None
+            ]
             out.append(record | {"ood": bool(reasons), "warnings": reasons + missing})
         return out
 
@@ -81,15 +88,22 @@ def _folds(groups: pd.Series, n_folds: int) -> list[tuple[np.ndarray, np.ndarray
 class Predictor:
     """``fit`` on features, targets and groups; ``predict`` with intervals at any coverage."""
 
-    def __init__(self, task: str, family: str, *, seed: int = 0, calibration_folds: int = CALIBRATION_FOLDS,
-                 params: dict | None = None) -> None:
+    def __init__(
+        self,
+        task: str,
+        family: str,
+        *,
+        seed: int = 0,
+        calibration_folds: int = CALIBRATION_FOLDS,
+        params: dict | None = None,
+    ) -> None:
         self.task, self.family, self.seed, self.calibration_folds = task, family, seed, calibration_folds
         self.params = params or {}  # the family's hyperparameters, beyond its defaults
 
     def _new_family(self):
         return make_family(self.family, self.seed, **self.params)
 
-    def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> "Predictor":
+    def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> Predictor:
         """Calibrate on grouped out-of-fold residuals, then fit the family on every row.
 
         Two calibration passes: grouped by the task's split (scores for devices seen in training)
@@ -98,12 +112,18 @@ class Predictor:
         machine together, e.g. all batch sizes of one GPU). Within each, rows of a featurizer's ``meta["stratum"]`` (e.g. a kernel configuration
         given or not) get their own scores when there are enough of them (Mondrian calibration).
         """
-        self.oof_, self.oof_fold_ = self._out_of_fold(features, Y, groups, self.calibration_folds)  # CV metrics
+        self.oof_, self.oof_fold_ = self._out_of_fold(
+            features, Y, groups, self.calibration_folds
+        )  # CV metrics
         self.calibrators_ = self._calibrate(features, Y, self.oof_, "seen")
         machines = features.meta.get("hardware", features.meta["device_id"])
         self.unseen_residuals_ = pd.DataFrame({"device_id": pd.Series(dtype=str)})
         if machines.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
-            n_folds = machines.nunique() if machines.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
+            n_folds = (
+                machines.nunique()
+                if machines.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS
+                else self.calibration_folds
+            )
             unseen, _ = self._out_of_fold(features, Y, machines, n_folds)
             self.calibrators_ |= self._calibrate(features, Y, unseen, "unseen")
             self.unseen_residuals_ = _residual_table(Y, unseen, features.meta["device_id"])
@@ -116,8 +136,9 @@ class Predictor:
         self.shots_: dict[str, dict[str, dict]] = {}
         return self
 
-    def _out_of_fold(self, features: Features, Y: pd.DataFrame, groups: pd.Series,
-                     n_folds: int) -> tuple[pd.DataFrame, np.ndarray]:
+    def _out_of_fold(
+        self, features: Features, Y: pd.DataFrame, groups: pd.Series, n_folds: int
+    ) -> tuple[pd.DataFrame, np.ndarray]:
         """Estimates for every row from a family fitted without its group, and each row's fold."""
         oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
         fold_of = np.zeros(len(Y), dtype=int)
@@ -136,7 +157,9 @@ class Predictor:
             usable = present(target, Y[target]) & present(target, oof[target])
             if not usable.any():
                 continue
-            out.setdefault(f"{side}/*", {})[target] = Conformal(target).conformalize(Y[target][usable], oof[target][usable])
+            out.setdefault(f"{side}/*", {})[target] = Conformal(target).conformalize(
+                Y[target][usable], oof[target][usable]
+            )
             for stratum in np.unique(strata[usable]):
                 rows = usable & (strata == stratum)
                 if rows.sum() >= MIN_STRATUM_SCORES:
@@ -155,7 +178,7 @@ class Predictor:
     def targets(self) -> list[str]:
         return list(self.calibrators_["seen/*"])
 
-    def adapted(self, features: Features, Y: pd.DataFrame) -> "Predictor":
+    def adapted(self, features: Features, Y: pd.DataFrame) -> Predictor:
         """A copy refitted with measurements of one or more devices (replacing earlier ones of those).
 
         This predictor is left untouched, so requests in flight keep a consistent model. Targets
@@ -168,8 +191,9 @@ class Predictor:
         train_features, train_Y = self.train_
         both = concat([train_features, shot_features])
         weight = np.r_[np.ones(len(train_Y)), np.full(len(shot_Y), SHOT_WEIGHT)]
-        new.family_ = self._new_family().fit(both, pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True),
-                                             sample_weight=weight)
+        new.family_ = self._new_family().fit(
+            both, pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True), sample_weight=weight
+        )
         refit, base = new.family_.predict(shot_features), self.base_family_.predict(shot_features)
         new.shots_ = {}
         for device, rows in shot_features.meta.groupby("device_id").indices.items():
@@ -180,8 +204,10 @@ class Predictor:
                     zero_shot = _residual(target, shot_Y[target].iloc[rows], base[target].iloc[rows])
                     pooled = self._k_shot_scores(target, len(residual)) if len(zero_shot) else np.array([])
                     per_target[target] = {"offset": float(np.median(residual))} | (
-                        {"scores": pooled.tolist(), "scale": _spread(zero_shot)} if len(pooled)
-                        else {"scores": _loo_scores(zero_shot).tolist(), "scale": 1.0})
+                        {"scores": pooled.tolist(), "scale": _spread(zero_shot)}
+                        if len(pooled)
+                        else {"scores": _loo_scores(zero_shot).tolist(), "scale": 1.0}
+                    )
             new.shots_[device] = per_target
         return new
 
@@ -211,24 +237,34 @@ class Predictor:
         for target in value.columns:
             offsets = np.array([self.shots_.get(d, {}).get(target, {}).get("offset", 0.0) for d in devices])
             value[target] = targets.clip(target, targets.shift(target, value[target].to_numpy(), offsets))
-            low[target], high[target] = self._interval(target, value[target].to_numpy(), devices, strata, coverage)
+            low[target], high[target] = self._interval(
+                target, value[target].to_numpy(), devices, strata, coverage
+            )
         reasons = self.envelope_.reasons(features.X, features.meta)
         seen = set(self.envelope_.seen_.get("device_id", []))
         for i, device in enumerate(devices):
             if device in self.shots_:  # measured by the user: no longer unseen
                 reasons[i] = [r for r in reasons[i] if not r.startswith(f"device_id={device} ")]
             measured = set(self.shots_.get(device, {}))
-            reasons[i] += [f"{t}: device_id={device} has no {t} measurements in the training data"
-                           for t in value.columns if device in seen and t not in measured
-                           and device not in self.target_devices_.get(t, [device])]
+            reasons[i] += [
+                f"{t}: device_id={device} has no {t} measurements in the training data"
+                for t in value.columns
+                if device in seen
+                and t not in measured
+                and device not in self.target_devices_.get(t, [device])
+            ]
         return Estimates(value, low, high, reasons)
 
-    def probability_above(self, features: Features, target: str, value: np.ndarray,
-                          threshold: np.ndarray) -> np.ndarray:
+    def probability_above(
+        self, features: Features, target: str, value: np.ndarray, threshold: np.ndarray
+    ) -> np.ndarray:
         """P(target > threshold) for rows whose estimates (from ``predict``) are ``value``, from the
         signed calibration residuals of each row's side and stratum."""
         devices = features.meta["device_id"].astype(str).to_numpy()
-        value, threshold = np.asarray(value, float), np.broadcast_to(np.asarray(threshold, float), value.shape)
+        value, threshold = (
+            np.asarray(value, float),
+            np.broadcast_to(np.asarray(threshold, float), value.shape),
+        )
         out = np.empty_like(value)
         for key, rows in self._calibration_groups(devices, _strata(features.meta)):
             out[rows] = self.calibrator(target, *key).probability_above(value[rows], threshold[rows])
@@ -240,8 +276,9 @@ class Predictor:
         for key in set(zip(side, strata)):
             yield key, (side == key[0]) & (strata == key[1])
 
-    def _interval(self, target: str, value: np.ndarray, devices: np.ndarray, strata: np.ndarray,
-                  coverage: float) -> tuple[np.ndarray, np.ndarray]:
+    def _interval(
+        self, target: str, value: np.ndarray, devices: np.ndarray, strata: np.ndarray, coverage: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         low, high = np.empty_like(value), np.empty_like(value)
         for key, rows in self._calibration_groups(devices, strata):
             low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
@@ -255,33 +292,53 @@ class Predictor:
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)
-        self.base_family_.save(directory / "family")  # adaptations are not saved: they replay from measurements
+        self.base_family_.save(
+            directory / "family"
+        )  # adaptations are not saved: they replay from measurements
         keys = [(key, target) for key, per_target in self.calibrators_.items() for target in per_target]
         calibrators = [self.calibrators_[k][t] for k, t in keys]
-        np.savez_compressed(directory / "scores.npz", *(c.scores_ for c in calibrators))  # what any version reads
+        np.savez_compressed(
+            directory / "scores.npz", *(c.scores_ for c in calibrators)
+        )  # what any version reads
         if all(c.residuals_ is not None for c in calibrators):
             np.savez_compressed(directory / "residuals.npz", *(c.residuals_ for c in calibrators))
             np.savez_compressed(directory / "estimates.npz", *(c.estimates_ for c in calibrators))
         _table(*self.train_).to_parquet(directory / "train.parquet")
         self.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
-        state = {"task": self.task, "family": self.family, "seed": self.seed, "calibration_folds": self.calibration_folds,
-                 "params": self.params, "calibrators": keys,
-                 "envelope": self.envelope_.state(), "target_devices": self.target_devices_}
+        state = {
+            "task": self.task,
+            "family": self.family,
+            "seed": self.seed,
+            "calibration_folds": self.calibration_folds,
+            "params": self.params,
+            "calibrators": keys,
+            "envelope": self.envelope_.state(),
+            "target_devices": self.target_devices_,
+        }
         (directory / "predictor.json").write_text(json.dumps(state))
 
     @classmethod
-    def load(cls, directory: Path) -> "Predictor":
+    def load(cls, directory: Path) -> Predictor:
         directory = Path(directory)
         state = json.loads((directory / "predictor.json").read_text())
-        predictor = cls(state["task"], state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"],
-                        params=state["params"])
+        predictor = cls(
+            state["task"],
+            state["family"],
+            seed=state["seed"],
+            calibration_folds=state["calibration_folds"],
+            params=state["params"],
+        )
         predictor.family_ = predictor.base_family_ = FAMILIES[state["family"]].load(directory / "family")
         predictor.calibrators_ = _load_calibrators(directory, state["calibrators"])
         predictor.envelope_ = Envelope.from_state(state["envelope"])
-        predictor.target_devices_ = state.get("target_devices", {})  # absent from predictors saved before issue 4
+        predictor.target_devices_ = state.get(
+            "target_devices", {}
+        )  # absent from predictors saved before issue 4
         predictor.train_ = _untable(pd.read_parquet(directory / "train.parquet"))
         residuals = directory / "unseen_residuals.parquet"  # absent from predictors saved before issue 4
-        predictor.unseen_residuals_ = pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
+        predictor.unseen_residuals_ = (
+            pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
+        )
         predictor.shot_data_, predictor.shots_ = None, {}
         return predictor
 
@@ -322,8 +379,10 @@ def _residual(target: str, y: pd.Series, predicted: pd.Series) -> np.ndarray:
 
 def _residual_table(Y: pd.DataFrame, predicted: pd.DataFrame, devices: pd.Series) -> pd.DataFrame:
     """Residuals per row and target, beside each row's device."""
-    return pd.DataFrame({"device_id": devices.astype(str).to_numpy()}
-                        | {t: _aligned_residual(t, Y[t], predicted[t]) for t in Y.columns})
+    return pd.DataFrame(
+        {"device_id": devices.astype(str).to_numpy()}
+        | {t: _aligned_residual(t, Y[t], predicted[t]) for t in Y.columns}
+    )
 
 
 #: Floor of a spread of residuals (1% on a log scale), so that near-identical shots do not give a zero-width interval.
@@ -342,8 +401,9 @@ def _loo_scores(residual: np.ndarray) -> np.ndarray:
     return np.array([abs(r - np.median(np.delete(residual, i))) for i, r in enumerate(residual)])
 
 
-def _merge_shots(old: tuple[Features, pd.DataFrame] | None, features: Features,
-                 Y: pd.DataFrame) -> tuple[Features, pd.DataFrame]:
+def _merge_shots(
+    old: tuple[Features, pd.DataFrame] | None, features: Features, Y: pd.DataFrame
+) -> tuple[Features, pd.DataFrame]:
     """Earlier measurements, less those of the devices measured anew, plus the new ones."""
     if old is None:
         return features, Y.reset_index(drop=True)
@@ -364,4 +424,5 @@ def _untable(table: pd.DataFrame) -> tuple[Features, pd.DataFrame]:
     def part(prefix: str) -> pd.DataFrame:
         columns = [c for c in table.columns if c.startswith(f"{prefix}:")]
         return table[columns].rename(columns=lambda c: c.split(":", 1)[1])
+
     return Features(*(part(p) for p in _PARTS)), part("y")

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import get_args
 
 import pandas as pd
-from pydantic import BaseModel
-
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownTask
 from preflight.features import Features
+from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,9 @@ class Task:
         """The named family (or the default), refused unless this task supports it."""
         name = name or self.default_family
         if name not in self.families:
-            raise ValueError(f"task {self.name!r} has no family {name!r}; its families: {', '.join(self.families)}")
+            raise ValueError(
+                f"task {self.name!r} has no family {name!r}; its families: {', '.join(self.families)}"
+            )
         return name
 
     def rows(self, table: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +71,9 @@ class Task:
         """The group label of each row for a named split."""
         if group not in self.groups:
             raise ValueError(f"task {self.name!r} has no split {group!r}; known: {', '.join(self.groups)}")
-        parts = [meta[column].astype(str).fillna("") for column in self.groups[group]]  # pandas 3 keeps NaN in str
+        parts = [
+            meta[column].astype(str).fillna("") for column in self.groups[group]
+        ]  # pandas 3 keeps NaN in str
         label = parts[0]
         for part in parts[1:]:
             label = label + "|" + part
@@ -81,7 +84,11 @@ def _nested_model_fields(model: type[BaseModel]) -> list[str]:
     def is_model(a: object) -> bool:
         return isinstance(a, type) and issubclass(a, BaseModel)
 
-    return [name for name, f in model.model_fields.items() if is_model(f.annotation) or any(map(is_model, get_args(f.annotation)))]
+    return [
+        name
+        for name, f in model.model_fields.items()
+        if is_model(f.annotation) or any(map(is_model, get_args(f.annotation)))
+    ]
 
 
 TASKS: dict[str, Task] = {}

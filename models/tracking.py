@@ -63,16 +63,28 @@ def _experiment(mlflow_client, settings: Settings, task: str) -> str:
     return mlflow_client.create_experiment(task, artifact_location=artifacts)
 
 
-def log_run(settings: Settings, task: Task, *, params: dict, metrics: dict, figures: dict, tags: dict,
-            predictor: Predictor | None = None, report: dict | None = None) -> str:
+def log_run(
+    settings: Settings,
+    task: Task,
+    *,
+    params: dict,
+    metrics: dict,
+    figures: dict,
+    tags: dict,
+    predictor: Predictor | None = None,
+    report: dict | None = None,
+) -> str:
     """Log one run (training or evaluation) and return its id."""
     from mlflow.entities import Metric, Param
 
     mlflow_client = client(settings)
     run_id = mlflow_client.create_run(_experiment(mlflow_client, settings, task.name), tags=tags).info.run_id
     now = int(time.time() * 1000)
-    mlflow_client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()],
-                            metrics=[Metric(k, v, now, 0) for k, v in metrics.items() if v == v])  # NaN-free
+    mlflow_client.log_batch(
+        run_id,
+        params=[Param(k, str(v)) for k, v in params.items()],
+        metrics=[Metric(k, v, now, 0) for k, v in metrics.items() if v == v],
+    )  # NaN-free
     for name, fig in figures.items():
         mlflow_client.log_figure(run_id, fig, f"plots/{name}.png")
     if report is not None:
@@ -85,8 +97,16 @@ def log_run(settings: Settings, task: Task, *, params: dict, metrics: dict, figu
     return run_id
 
 
-def register(settings: Settings, task: Task, run_id: str, family: str, metric: float, data_sha: str, split: str,
-             promote: bool) -> Promotion:
+def register(
+    settings: Settings,
+    task: Task,
+    run_id: str,
+    family: str,
+    metric: float,
+    data_sha: str,
+    split: str,
+    promote: bool,
+) -> Promotion:
     """Create a model version from a run's predictor and apply the champion gate."""
     from mlflow.exceptions import MlflowException
 
@@ -97,16 +117,25 @@ def register(settings: Settings, task: Task, run_id: str, family: str, metric: f
     except MlflowException:
         mlflow_client.create_registered_model(name, description=f"preflight task {task.name}")
     source = f"{mlflow_client.get_run(run_id).info.artifact_uri}/predictor"
-    tags = {"family": family, "metric": task.metric, "metric_value": repr(metric), "data_sha": data_sha, "split": split}
+    tags = {
+        "family": family,
+        "metric": task.metric,
+        "metric_value": repr(metric),
+        "data_sha": data_sha,
+        "split": split,
+    }
     version = mlflow_client.create_model_version(name, source=source, run_id=run_id, tags=tags)
-    promoted, reason = _gate(mlflow_client, name, metric, higher_is_better(task.metric), data_sha, split, promote)
+    promoted, reason = _gate(
+        mlflow_client, name, metric, higher_is_better(task.metric), data_sha, split, promote
+    )
     if promoted:
         mlflow_client.set_registered_model_alias(name, CHAMPION, version.version)
     return Promotion(ModelInfo(name, str(version.version), run_id, family), promoted, reason)
 
 
-def _gate(mlflow_client, name: str, metric: float, higher_is_better: bool, data_sha: str, split: str,
-          promote: bool) -> tuple[bool, str]:
+def _gate(
+    mlflow_client, name: str, metric: float, higher_is_better: bool, data_sha: str, split: str, promote: bool
+) -> tuple[bool, str]:
     from mlflow.exceptions import MlflowException
 
     if promote:
@@ -116,7 +145,10 @@ def _gate(mlflow_client, name: str, metric: float, higher_is_better: bool, data_
     except MlflowException:
         return True, "no champion yet"
     if champion.tags.get("data_sha") != data_sha or champion.tags.get("split") != split:
-        return False, f"champion v{champion.version} was scored on other data or split; use --promote to replace it"
+        return (
+            False,
+            f"champion v{champion.version} was scored on other data or split; use --promote to replace it",
+        )
     old = float(champion.tags["metric_value"])
     if (metric >= old) if higher_is_better else (metric <= old):
         return True, f"{metric:.4g} is no worse than champion v{champion.version}'s {old:.4g}"
@@ -145,5 +177,9 @@ def champion_summary(settings: Settings, task: str) -> dict | None:
         version = client(settings).get_model_version_by_alias(model_name(task), CHAMPION)
     except MlflowException:
         return None
-    return {"version": str(version.version), "family": version.tags.get("family"), "run_id": version.run_id,
-            "metric": {version.tags.get("metric", "metric"): float(version.tags.get("metric_value", "nan"))}}
+    return {
+        "version": str(version.version),
+        "family": version.tags.get("family"),
+        "run_id": version.run_id,
+        "metric": {version.tags.get("metric", "metric"): float(version.tags.get("metric_value", "nan"))},
+    }

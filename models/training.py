@@ -10,12 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models import evaluate, plots, tracking
-from preflight.models.datasets import available_sources, task_data
 from preflight.models.conformal import Conformal
+from preflight.models.datasets import available_sources, task_data
 from preflight.models.evaluate import Outcome
 from preflight.models.families.targets import present
 from preflight.models.predictor import Estimates, Predictor
@@ -32,7 +31,9 @@ class TrainResult:
 
 def data_checksum(checksums: dict[str, str], max_rows: int | None, seed: int) -> str:
     """Identifies the training data: source files, and how (with which seed) they were sampled."""
-    payload = json.dumps({"sources": checksums, "max_rows_per_source": max_rows, "seed": seed}, sort_keys=True)
+    payload = json.dumps(
+        {"sources": checksums, "max_rows_per_source": max_rows, "seed": seed}, sort_keys=True
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -45,15 +46,23 @@ def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9)
         for target in value.columns:
             others = ~held & present(target, Y[target]) & present(target, value[target])
             calibrator = Conformal(target).conformalize(Y[target][others], value[target][others])
-            low.loc[held, target], high.loc[held, target] = calibrator.interval(value[target][held].to_numpy(), coverage)
+            low.loc[held, target], high.loc[held, target] = calibrator.interval(
+                value[target][held].to_numpy(), coverage
+            )
     return Estimates(value, low, high, [[] for _ in range(len(value))])
 
 
 def flat_metrics(report: dict) -> dict[str, float]:
     """``{target}_{metric}`` and ``baseline_{target}_{metric}`` for MLflow."""
-    out = {f"{t}_{k}": v for t, ms in report["metrics"].items() for k, v in ms.items() if isinstance(v, float)}
-    out |= {f"baseline_{t}_{k}": v for t, ms in report["baseline"]["metrics"].items() for k, v in ms.items()
-            if isinstance(v, float)}
+    out = {
+        f"{t}_{k}": v for t, ms in report["metrics"].items() for k, v in ms.items() if isinstance(v, float)
+    }
+    out |= {
+        f"baseline_{t}_{k}": v
+        for t, ms in report["baseline"]["metrics"].items()
+        for k, v in ms.items()
+        if isinstance(v, float)
+    }
     return out
 
 
@@ -71,8 +80,16 @@ def outcome_figures(outcome: Outcome, groupings: dict[str, pd.Series]) -> dict:
     return figures
 
 
-def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str | None = None,
-          paths: dict[str, Path] | None = None, promote: bool = False, seed: int = 0) -> TrainResult:
+def train(
+    task: Task,
+    settings: Settings,
+    catalogue: Catalogue,
+    *,
+    family: str | None = None,
+    paths: dict[str, Path] | None = None,
+    promote: bool = False,
+    seed: int = 0,
+) -> TrainResult:
     """Fit on every available source; the grouped out-of-fold estimates are the run's CV metrics.
 
     The reported n_train is every row: the metrics come from the calibration folds, each trained on
@@ -86,18 +103,33 @@ def train(task: Task, settings: Settings, catalogue: Catalogue, *, family: str |
     log.info("training %s/%s on %d rows from %s", task.name, family, len(data.rows), ", ".join(paths))
     predictor = Predictor(task.name, family, seed=seed).fit(features, Y, groups)
     baseline = Predictor(task.name, task.baseline, seed=seed).fit(features, Y, groups)
-    outcome = Outcome(Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y))
+    outcome = Outcome(
+        Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y)
+    )
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)
     sha = data_checksum(data.checksums, task.max_rows_per_source, seed)
     groupings = {task.group_key: groups, "device": features.meta["device_id"]} | (
-        {"stratum": features.meta["stratum"]} if "stratum" in features.meta else {})
+        {"stratum": features.meta["stratum"]} if "stratum" in features.meta else {}
+    )
     figures = outcome_figures(outcome, groupings)
     run_id = tracking.log_run(
-        settings, task, params={"family": family, "seed": seed, "sources": ",".join(paths), "split": split,
-                                "n_rows": len(Y), **getattr(predictor.family_, "get_params", dict)()},
-        metrics=flat_metrics(report), figures=figures, tags={"kind": "train", "data_sha": sha},
-        predictor=predictor, report=report)
+        settings,
+        task,
+        params={
+            "family": family,
+            "seed": seed,
+            "sources": ",".join(paths),
+            "split": split,
+            "n_rows": len(Y),
+            **getattr(predictor.family_, "get_params", dict)(),
+        },
+        metrics=flat_metrics(report),
+        figures=figures,
+        tags={"kind": "train", "data_sha": sha},
+        predictor=predictor,
+        report=report,
+    )
     for fig in figures.values():
         plots.close(fig)
     metric = report["metrics"][task.primary_target][task.metric]

@@ -6,13 +6,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.routing import APIRoute
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-
 from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import require_api_key
 from preflight.service.routes import devices, health, nas, predict, tasks
 from preflight.service.state import ServiceState
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -23,8 +22,13 @@ def _operation_id(route: APIRoute) -> str:
 def _metrics(app: FastAPI) -> None:
     registry = CollectorRegistry()
     requests = Counter("preflight_requests_total", "HTTP requests", ["route", "status"], registry=registry)
-    latency = Histogram("preflight_request_seconds", "HTTP request latency", ["route"], registry=registry,
-                        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+    latency = Histogram(
+        "preflight_request_seconds",
+        "HTTP request latency",
+        ["route"],
+        registry=registry,
+        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    )
 
     @app.middleware("http")
     async def observe(request: Request, call_next):
@@ -50,13 +54,20 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     async def lifespan(app: FastAPI):
         state = app.state.preflight = ServiceState.create(settings)
         if bootstrap:
-            threading.Thread(target=state.start, args=(True,), name="preflight-bootstrap", daemon=True).start()
+            threading.Thread(
+                target=state.start, args=(True,), name="preflight-bootstrap", daemon=True
+            ).start()
         else:
             state.start(bootstrap=False)
         yield
 
-    app = FastAPI(title="preflight", summary="Performance estimates before anything runs", version="0.1.0",
-                  lifespan=lifespan, generate_unique_id_function=_operation_id)
+    app = FastAPI(
+        title="preflight",
+        summary="Performance estimates before anything runs",
+        version="0.1.0",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
     errors.install(app)
     app.include_router(health.router)
     secured = [Depends(require_api_key)]

@@ -6,15 +6,17 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from preflight.data.errors import PreflightError
 
-app = typer.Typer(help="Performance estimates before anything runs.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
-collect_app = typer.Typer(help="Own profilers: measure on this machine and append traces.", no_args_is_help=True)
+app = typer.Typer(
+    help="Performance estimates before anything runs.", no_args_is_help=True, pretty_exceptions_enable=False
+)
+collect_app = typer.Typer(
+    help="Own profilers: measure on this machine and append traces.", no_args_is_help=True
+)
 data_app = typer.Typer(help="Public sources: list them, load one into the table store.", no_args_is_help=True)
 app.add_typer(collect_app, name="collect")
 app.add_typer(data_app, name="data")
@@ -51,7 +53,6 @@ def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve the HTTP API; champions that are missing are trained from the data at hand meanwhile
     (``/readyz`` is 503 until they are loaded)."""
     import uvicorn
-
     from preflight.service.app import create_app
 
     settings, _ = _setup()
@@ -59,9 +60,16 @@ def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
 
 
 @app.command()
-def train(task: str, family: Optional[str] = None, source: Optional[str] = None,
-          path: Annotated[Optional[Path], typer.Option(help="the source's file (default: under PREFLIGHT_DATASETS)")] = None,
-          promote: bool = False, seed: int = 0) -> None:
+def train(
+    task: str,
+    family: str | None = None,
+    source: str | None = None,
+    path: Annotated[
+        Path | None, typer.Option(help="the source's file (default: under PREFLIGHT_DATASETS)")
+    ] = None,
+    promote: bool = False,
+    seed: int = 0,
+) -> None:
     """Train on the task's sources (or one), log to MLflow, register, and apply the champion gate."""
     from preflight.models.task import get_task
     from preflight.models.training import train as train_task
@@ -69,25 +77,50 @@ def train(task: str, family: Optional[str] = None, source: Optional[str] = None,
     settings, catalogue = _setup()
     try:
         spec = get_task(task)
-        result = train_task(spec, settings, catalogue, family=family, paths=_source_paths(settings, source, path),
-                            promote=promote, seed=seed)
+        result = train_task(
+            spec,
+            settings,
+            catalogue,
+            family=family,
+            paths=_source_paths(settings, source, path),
+            promote=promote,
+            seed=seed,
+        )
     except (PreflightError, ValueError) as exc:
         _fail(exc)
     info = result.promotion.info
-    typer.echo(json.dumps({"model": info.name, "version": info.version, "family": info.family,
-                           "champion": result.promotion.promoted, "reason": result.promotion.reason,
-                           "metrics": result.report["metrics"]}, indent=2))
+    typer.echo(
+        json.dumps(
+            {
+                "model": info.name,
+                "version": info.version,
+                "family": info.family,
+                "champion": result.promotion.promoted,
+                "reason": result.promotion.reason,
+                "metrics": result.report["metrics"],
+            },
+            indent=2,
+        )
+    )
 
 
 @app.command()
-def evaluate(task: str, source: Annotated[str, typer.Option(help="the source whose layout the files have")],
-             family: Optional[str] = None, path: Optional[Path] = None,
-             split: Annotated[Optional[str], typer.Option(help="group for grouped CV: shape, device, kernel...")] = None,
-             train_size: Annotated[Optional[int], typer.Option(help="train on N groups, test on the rest")] = None,
-             train: Optional[Path] = None, test: Optional[Path] = None,
-             shots: Annotated[int, typer.Option(help="K measurements of each test device given to the model")] = 0,
-             seed: int = 0, coverage: float = 0.9,
-             json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False) -> None:
+def evaluate(
+    task: str,
+    source: Annotated[str, typer.Option(help="the source whose layout the files have")],
+    family: str | None = None,
+    path: Path | None = None,
+    split: Annotated[
+        str | None, typer.Option(help="group for grouped CV: shape, device, kernel...")
+    ] = None,
+    train_size: Annotated[int | None, typer.Option(help="train on N groups, test on the rest")] = None,
+    train: Path | None = None,
+    test: Path | None = None,
+    shots: Annotated[int, typer.Option(help="K measurements of each test device given to the model")] = 0,
+    seed: int = 0,
+    coverage: float = 0.9,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False,
+) -> None:
     """Grouped cross-validation on a source, or train on one file and test on another."""
     from preflight.models import evaluate as ev
     from preflight.models.datasets import load_source
@@ -102,7 +135,9 @@ def evaluate(task: str, source: Annotated[str, typer.Option(help="the source who
         if train is not None:
             train_rows = load_source(source, train, settings, catalogue, store=False)[0]
             test_rows = load_source(source, test, settings, catalogue, store=False)[0]
-            outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage)
+            outcome = ev.train_test(
+                spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage
+            )
             result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
         else:
             found = _source_paths(settings, source, path)[source]
@@ -120,7 +155,9 @@ def _check_evaluate_options(train, test, path, train_size, shots) -> None:
     if train is not None and (path is not None or train_size is not None):
         raise typer.BadParameter("--path and --train-size belong to grouped CV, not to --train/--test")
     if train is None and shots:
-        raise typer.BadParameter("--shots needs --train and --test (the test file's devices are the new ones)")
+        raise typer.BadParameter(
+            "--shots needs --train and --test (the test file's devices are the new ones)"
+        )
 
 
 def _finite(value):
@@ -133,13 +170,15 @@ def _finite(value):
 
 
 @app.command()
-def predict(task: str, input: Annotated[Path, typer.Option("--input", help="JSON list of items, as in the HTTP API")],
-            coverage: float = 0.9) -> None:
+def predict(
+    task: str,
+    input: Annotated[Path, typer.Option("--input", help="JSON list of items, as in the HTTP API")],
+    coverage: float = 0.9,
+) -> None:
     """Estimates from the champion for items in a JSON file (same items as the HTTP API)."""
-    from pydantic import TypeAdapter, ValidationError
-
     from preflight.models import tracking
     from preflight.models.task import get_task
+    from pydantic import TypeAdapter, ValidationError
 
     settings, catalogue = _setup()
     try:
@@ -154,26 +193,42 @@ def predict(task: str, input: Annotated[Path, typer.Option("--input", help="JSON
 
 
 @collect_app.command("gemm")
-def collect_gemm(device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N")] = "cpu",
-                 out: Annotated[Optional[Path], typer.Option(help="CSV to append to")] = None,
-                 points: int = 300, seed: int = 0, threads: Optional[int] = None, repeats: int = 7,
-                 max_seconds_per_point: float = 2.0) -> None:
+def collect_gemm(
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N")] = "cpu",
+    out: Annotated[Path | None, typer.Option(help="CSV to append to")] = None,
+    points: int = 300,
+    seed: int = 0,
+    threads: int | None = None,
+    repeats: int = 7,
+    max_seconds_per_point: float = 2.0,
+) -> None:
     """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA)."""
     from preflight.data.collect.gemm import collect_gemm as run
 
     settings, _ = _setup()
     target = out or settings.home / "collect" / "local_gemm.csv"
     try:
-        summary = run(device, target, points=points, seed=seed, threads=threads, repeats=repeats,
-                      max_seconds_per_point=max_seconds_per_point)
+        summary = run(
+            device,
+            target,
+            points=points,
+            seed=seed,
+            threads=threads,
+            repeats=repeats,
+            max_seconds_per_point=max_seconds_per_point,
+        )
     except (PreflightError, RuntimeError) as exc:
         _fail(exc)
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
 
 
 @collect_app.command("curves")
-def collect_curves(out: Annotated[Optional[Path], typer.Option(help="CSV to append to")] = None,
-                   runs: int = 300, epochs: int = 20, seed: int = 0) -> None:
+def collect_curves(
+    out: Annotated[Path | None, typer.Option(help="CSV to append to")] = None,
+    runs: int = 300,
+    epochs: int = 20,
+    seed: int = 0,
+) -> None:
     """Train NAS-Bench-201 cells on scikit-learn's digits on CPU: a learning curve per run (resumable)."""
     from preflight.data.collect.curves import collect_curves as run
 
@@ -197,12 +252,22 @@ def data_list() -> None:
     for name in sources.LOADERS:
         found = sources.default_path(name, settings.datasets)
         entry = stored.get(name, {})
-        typer.echo(json.dumps({"source": name, "path": str(found) if found else None,
-                               "stored_rows": entry.get("rows"), "rejected": entry.get("rejected")}))
+        typer.echo(
+            json.dumps(
+                {
+                    "source": name,
+                    "path": str(found) if found else None,
+                    "stored_rows": entry.get("rows"),
+                    "rejected": entry.get("rejected"),
+                }
+            )
+        )
 
 
 @data_app.command("load")
-def data_load(source: str, path: Annotated[Path, typer.Option(help="the file in the source's published layout")]) -> None:
+def data_load(
+    source: str, path: Annotated[Path, typer.Option(help="the file in the source's published layout")]
+) -> None:
     """Validate a file into the table store; prints rows kept and rejected with reasons."""
     from preflight.data.store import TableStore
     from preflight.models.datasets import load_source

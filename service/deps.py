@@ -4,7 +4,6 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader
-
 from preflight.service.state import ServiceState
 
 _api_key = APIKeyHeader(name="X-API-Key", auto_error=False)

@@ -6,8 +6,14 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-
-from preflight.data.errors import DataError, DeviceConflict, NotTrained, PreflightError, UnknownDevice, UnknownTask
+from preflight.data.errors import (
+    DataError,
+    DeviceConflict,
+    NotTrained,
+    PreflightError,
+    UnknownDevice,
+    UnknownTask,
+)
 
 STATUS = {DataError: 422, UnknownTask: 404, UnknownDevice: 404, DeviceConflict: 409, NotTrained: 503}
 #: A rejected input larger than this (a 10,001-item list) is not echoed back in the 422.

@@ -2,12 +2,11 @@
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
-
 from preflight.data.catalogue import DeviceSpec
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.task import Task
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 MAX_ITEMS = 10_000
 
@@ -22,7 +21,9 @@ class ModelInfoPublic(BaseModel):
 class PredictResponse(BaseModel):
     task: str
     model: ModelInfoPublic
-    predictions: list[dict[str, Any]] = Field(description="per item: {target: {value, low, high}}, ood, warnings")
+    predictions: list[dict[str, Any]] = Field(
+        description="per item: {target: {value, low, high}}, ood, warnings"
+    )
 
 
 def predict_request(task: Task) -> type[BaseModel]:
@@ -54,8 +55,10 @@ class DeviceRegistration(BaseModel):
     device: str | None = Field(None, description="an existing device to add measurements to (when no spec)")
     task: str = Field("gemm", description="the task the measurements belong to")
     measurements: list[dict[str, Any]] = Field(
-        default_factory=list, max_length=MAX_ITEMS,
-        description="item fields (device may be omitted) plus measured targets, e.g. runtime_ms")
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="item fields (device may be omitted) plus measured targets, e.g. runtime_ms",
+    )
 
 
 class DevicePublic(BaseModel):
@@ -66,13 +69,27 @@ class DevicePublic(BaseModel):
 class EarlyStopRequest(CurveItem):
     """A partial learning curve, the run's budget, and the accuracy to beat."""
 
-    incumbent: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
-                                    description="the best final accuracy so far (a fraction); none yet: continue")
-    risk: float = Field(DEFAULT_RISK, gt=0, lt=1, description="stop when P(final > incumbent) falls below this; "
-                        "P is a share of k neighbouring calibration residuals (k >= 30) and stays above 1/(k+1), "
-                        "about 0.03 on the shipped curves, so a risk below that stops only runs that cannot win")
-    valid_size: int | None = Field(None, ge=1, description="examples the accuracy is measured on: with it, a final "
-                                   "accuracy equal to the incumbent's does not count as beating it")
+    incumbent: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="the best final accuracy so far (a fraction); none yet: continue",
+    )
+    risk: float = Field(
+        DEFAULT_RISK,
+        gt=0,
+        lt=1,
+        description="stop when P(final > incumbent) falls below this; "
+        "P is a share of k neighbouring calibration residuals (k >= 30) and stays above 1/(k+1), "
+        "about 0.03 on the shipped curves, so a risk below that stops only runs that cannot win",
+    )
+    valid_size: int | None = Field(
+        None,
+        ge=1,
+        description="examples the accuracy is measured on: with it, a final "
+        "accuracy equal to the incumbent's does not count as beating it",
+    )
     coverage: float = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")
 
 
@@ -85,7 +102,9 @@ class Estimate(BaseModel):
 class EarlyStopResponse(BaseModel):
     model: ModelInfoPublic
     final_accuracy: Estimate
-    p_beat_incumbent: float | None = Field(description="P(final accuracy > incumbent); null without an incumbent")
+    p_beat_incumbent: float | None = Field(
+        description="P(final accuracy > incumbent); null without an incumbent"
+    )
     decision: Literal["stop", "continue"]
     reason: str
     rule: str = Field(RULE, description="the decision rule")

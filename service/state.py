@@ -12,7 +12,6 @@ import threading
 from dataclasses import dataclass, field
 
 import pandas as pd
-
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import NotTrained, PreflightError
 from preflight.data.settings import Settings
@@ -41,7 +40,7 @@ class ServiceState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def create(cls, settings: Settings) -> "ServiceState":
+    def create(cls, settings: Settings) -> ServiceState:
         return cls(settings, Catalogue.load(settings.devices_file))
 
     def start(self, bootstrap: bool) -> None:
@@ -77,7 +76,9 @@ class ServiceState:
 
     def servable(self) -> list[str]:
         """Tasks this service should answer: those with a champion or with data to train one."""
-        return [t.name for t in all_tasks() if t.name in self.champions or available_sources(t, self.settings)]
+        return [
+            t.name for t in all_tasks() if t.name in self.champions or available_sources(t, self.settings)
+        ]
 
     @property
     def ready(self) -> bool:

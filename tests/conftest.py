@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 
 #: Where integration tests find the public datasets (captured before the environment is cleaned).
-SHARED_DATASETS = Path(os.environ.get("PREFLIGHT_DATASETS") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
+SHARED_DATASETS = Path(
+    os.environ.get("PREFLIGHT_DATASETS") or Path(__file__).resolve().parents[2] / "shared" / "datasets"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +46,9 @@ def shared_file(relative: str) -> Path:
 DEVICES = ("NV_P100", "NV_1080Ti", "AMD_MI25", "NV_M40", "Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 4070")
 
 
-def synthetic_gemm(n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, catalogue: Catalogue | None = None) -> pd.DataFrame:
+def synthetic_gemm(
+    n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, catalogue: Catalogue | None = None
+) -> pd.DataFrame:
     """GEMM rows whose runtime follows each device's roofline at a shape-dependent efficiency, with noise."""
     catalogue = catalogue or Catalogue.load()
     rng = np.random.default_rng(seed)
@@ -59,11 +62,22 @@ def synthetic_gemm(n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, ca
     efficiency = 0.8 * (1 - np.exp(-flops / 2e9)) + 0.05
     runtime_ms = np.maximum(flops / peak, traffic / bandwidth) / efficiency * 1e3 * rng.lognormal(0, 0.05, n)
     power_w = np.array([s.tdp_w for s in specs]) * (0.4 + 0.5 * efficiency) * rng.lognormal(0, 0.03, n)
-    return pd.DataFrame({
-        "m": m, "n": n_, "k": k, "dtype": "fp32", "math_dtype": "fp32", "trans_a": rng.random(n) < 0.5,
-        "trans_b": False, "device": device, "kernel": None, "runtime_ms": runtime_ms, "power_w": power_w,
-        "energy_j": runtime_ms * power_w / 1e3,
-    })
+    return pd.DataFrame(
+        {
+            "m": m,
+            "n": n_,
+            "k": k,
+            "dtype": "fp32",
+            "math_dtype": "fp32",
+            "trans_a": rng.random(n) < 0.5,
+            "trans_b": False,
+            "device": device,
+            "kernel": None,
+            "runtime_ms": runtime_ms,
+            "power_w": power_w,
+            "energy_j": runtime_ms * power_w / 1e3,
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +88,7 @@ def trained_home(tmp_path_factory) -> Path:
     from preflight.data.sources import local_gemm
     from preflight.models.task import get_task
     from preflight.models.training import train
+
     from tests.nas import write_hw_nas_bench, write_local_curves
 
     home = tmp_path_factory.mktemp("trained") / "home"

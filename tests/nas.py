@@ -9,8 +9,13 @@ import pandas as pd
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 #: HELP device settings and how slow each runs a unit of work, with its own op costs (CPU vs GPU).
-HELP_SETTINGS = {"1080ti_1": (1.0, 0.3), "titan_rtx_1": (0.7, 0.3), "2080ti_32": (0.8, 0.5),
-                 "gold_6240": (2.5, 1.5), "pixel3": (6.0, 2.0)}
+HELP_SETTINGS = {
+    "1080ti_1": (1.0, 0.3),
+    "titan_rtx_1": (0.7, 0.3),
+    "2080ti_32": (0.8, 0.5),
+    "gold_6240": (2.5, 1.5),
+    "pixel3": (6.0, 2.0),
+}
 
 
 def nb201_archs(n: int, seed: int = 0) -> list[str]:
@@ -24,7 +29,11 @@ def nb201_archs(n: int, seed: int = 0) -> list[str]:
 
 
 def _work(arch: str, conv_weight: float) -> float:
-    return 1 + conv_weight * (9 * arch.count("nor_conv_3x3") + arch.count("nor_conv_1x1")) + 0.5 * arch.count("avg_pool")
+    return (
+        1
+        + conv_weight * (9 * arch.count("nor_conv_3x3") + arch.count("nor_conv_1x1"))
+        + 0.5 * arch.count("avg_pool")
+    )
 
 
 def accuracy(arch: str) -> float:
@@ -33,7 +42,9 @@ def accuracy(arch: str) -> float:
     return 0.45 + 0.05 * arch.count("nor_conv_3x3") + 0.02 * arch.count("skip_connect") - 0.3 * dead
 
 
-def write_help_csv(path: Path, n: int = 150, settings: tuple[str, ...] = tuple(HELP_SETTINGS), seed: int = 0) -> Path:
+def write_help_csv(
+    path: Path, n: int = 150, settings: tuple[str, ...] = tuple(HELP_SETTINGS), seed: int = 0
+) -> Path:
     """A ``help_nb201_latency.csv`` with the given ``lat_<setting>`` columns."""
     rng = np.random.default_rng(seed)
     archs = nb201_archs(n, seed)
@@ -50,15 +61,30 @@ def write_hw_nas_bench(directory: Path, n: int = 200, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     archs = nb201_archs(n, seed)
     directory.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"arch_idx": range(n), "arch_str": archs}).to_csv(directory / "nb201_index_to_arch_str.csv", index=False)
+    pd.DataFrame({"arch_idx": range(n), "arch_str": archs}).to_csv(
+        directory / "nb201_index_to_arch_str.csv", index=False
+    )
     rows = []
     for task, scale in (("cifar100", 100), ("darcy", 1)):
         for i, a in enumerate(archs):
             latency = 3 * _work(a, 1.0) * rng.lognormal(0, 0.03)
-            score = accuracy(a) + rng.normal(0, 0.01) - (0.6 if task == "darcy" else 0)  # darcy's score goes below 0
-            rows.append({"arch_idx": i, "rep_arch_idx": i, "device": "pi5", "framework": "litert", "task": task,
-                         "lat_ms_median": latency, "lat_ms_var": 0.01, "energy_mj": latency * 5 * rng.lognormal(0, 0.02),
-                         "accuracy": score * scale, "status": "ok"})
+            score = (
+                accuracy(a) + rng.normal(0, 0.01) - (0.6 if task == "darcy" else 0)
+            )  # darcy's score goes below 0
+            rows.append(
+                {
+                    "arch_idx": i,
+                    "rep_arch_idx": i,
+                    "device": "pi5",
+                    "framework": "litert",
+                    "task": task,
+                    "lat_ms_median": latency,
+                    "lat_ms_var": 0.01,
+                    "energy_mj": latency * 5 * rng.lognormal(0, 0.02),
+                    "accuracy": score * scale,
+                    "status": "ok",
+                }
+            )
     path = directory / "hw_nas_bench_360.parquet"
     pd.DataFrame(rows).to_parquet(path)
     return path
@@ -76,11 +102,29 @@ def write_local_curves(path: Path, runs: int = 40, epochs: int = 8, seed: int = 
         level = min(0.99, accuracy(arch) + 0.4)
         rate = {0.001: 0.15, 0.01: 0.5, 0.1: 1.2}[lr]
         for epoch in range(1, epochs + 1):
-            valid = float(np.clip(0.1 + (level - 0.1) * (1 - np.exp(-rate * epoch)) + rng.normal(0, 0.005), 0, 1))
-            lines.append({"run": run, "space": "nb201", "arch": arch, "dataset": "digits", "learning_rate": lr,
-                          "batch_size": 128, "channels": 4, "budget": epochs, "seed": seed, "epoch": epoch,
-                          "train_loss": 1 - valid, "train_accuracy": valid, "valid_loss": 1 - valid,
-                          "valid_accuracy": valid, "epoch_seconds": 0.1, "collected_at": "2026-11-23T00:00:00+00:00"})
+            valid = float(
+                np.clip(0.1 + (level - 0.1) * (1 - np.exp(-rate * epoch)) + rng.normal(0, 0.005), 0, 1)
+            )
+            lines.append(
+                {
+                    "run": run,
+                    "space": "nb201",
+                    "arch": arch,
+                    "dataset": "digits",
+                    "learning_rate": lr,
+                    "batch_size": 128,
+                    "channels": 4,
+                    "budget": epochs,
+                    "seed": seed,
+                    "epoch": epoch,
+                    "train_loss": 1 - valid,
+                    "train_accuracy": valid,
+                    "valid_loss": 1 - valid,
+                    "valid_accuracy": valid,
+                    "epoch_seconds": 0.1,
+                    "collected_at": "2026-11-23T00:00:00+00:00",
+                }
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(lines, columns=COLUMNS).to_csv(path, index=False)
     return path

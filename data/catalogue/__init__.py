@@ -17,20 +17,42 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from preflight.data.errors import DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
 from preflight.data.store import atomic_write_bytes
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 CATALOGUE_FILE = Path(__file__).with_name("devices.toml")
 
-_NOISE_WORDS = {"nvidia", "nv", "geforce", "tesla", "amd", "radeon", "intel", "ia", "r", "tm", "cpu",
-                "processor", "graphics", "gpu", "apple", "qualcomm", "the"}
+_NOISE_WORDS = {
+    "nvidia",
+    "nv",
+    "geforce",
+    "tesla",
+    "amd",
+    "radeon",
+    "intel",
+    "ia",
+    "r",
+    "tm",
+    "cpu",
+    "processor",
+    "graphics",
+    "gpu",
+    "apple",
+    "qualcomm",
+    "the",
+}
 _RELAXED_WORDS = re.compile(r"^(\d+gb|sxm\d*|pcie|hbm\d*e?|nvl|oam|smx)$")
 #: Where a device lacks a native peak for a dtype, the dtype whose units do the work instead.
-_PEAK_FALLBACK = {Dtype.tf32: Dtype.fp32, Dtype.bf16: Dtype.fp16, Dtype.fp16: Dtype.fp32,
-                  Dtype.fp8: Dtype.fp16, Dtype.int8: Dtype.fp32, Dtype.fp64: Dtype.fp32}
+_PEAK_FALLBACK = {
+    Dtype.tf32: Dtype.fp32,
+    Dtype.bf16: Dtype.fp16,
+    Dtype.fp16: Dtype.fp32,
+    Dtype.fp8: Dtype.fp16,
+    Dtype.int8: Dtype.fp32,
+    Dtype.fp64: Dtype.fp32,
+}
 
 
 class DeviceSpec(BaseModel):
@@ -95,7 +117,7 @@ class Catalogue:
         self._snapshot = _Snapshot.of({spec.id: spec for spec in devices})
 
     @classmethod
-    def load(cls, user_file: Path | None = None) -> "Catalogue":
+    def load(cls, user_file: Path | None = None) -> Catalogue:
         devices = list(_shipped())
         if user_file is not None and user_file.exists():
             devices += [DeviceSpec.model_validate(raw) for raw in json.loads(user_file.read_text())]
@@ -158,7 +180,7 @@ class _Snapshot:
     relaxed: dict[str, set[str]]  # normalised key without memory size / form factor -> ids
 
     @classmethod
-    def of(cls, devices: dict[str, DeviceSpec]) -> "_Snapshot":
+    def of(cls, devices: dict[str, DeviceSpec]) -> _Snapshot:
         exact: dict[str, str] = {}
         norm: dict[str, set[str]] = {}
         relaxed: dict[str, set[str]] = {}

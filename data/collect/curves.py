@@ -14,19 +14,18 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
-from torch import nn
-
 from preflight.data.collect.csvlog import append, open_log
 from preflight.data.errors import PreflightError
 from preflight.data.sources.local_curves import COLUMNS, SOURCE
 from preflight.data.store import atomic_write_bytes
 from preflight.data.threads import torch_threads
+from rich.progress import Progress
+from torch import nn
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 LEARNING_RATES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
@@ -50,8 +49,9 @@ class CollectSummary:
     skipped_existing: int
 
 
-def collect_curves(out: Path, *, runs: int = 300, epochs: int = 20, seed: int = 0,
-                   progress: bool = True) -> CollectSummary:
+def collect_curves(
+    out: Path, *, runs: int = 300, epochs: int = 20, seed: int = 0, progress: bool = True
+) -> CollectSummary:
     """Train the first ``runs`` runs of the seeded plan for ``epochs`` epochs each, appending to ``out``."""
     out = Path(out)
     done = _complete_runs(out, open_log(out, COLUMNS, SOURCE), epochs, seed)
@@ -91,7 +91,9 @@ def _complete_runs(out: Path, rows: list[dict[str, str]], epochs: int, seed: int
     for column, wanted, what in (("budget", epochs, "epochs"), ("seed", seed, "seed")):
         held = {row[column] for row in rows}
         if held - {str(wanted)}:
-            raise PreflightError(f"{out} holds runs of {what} {sorted(held)}, not {wanted}; collect into another file")
+            raise PreflightError(
+                f"{out} holds runs of {what} {sorted(held)}, not {wanted}; collect into another file"
+            )
     held = Counter(row["run"] for row in rows)
     partial = {run for run, n in held.items() if n != epochs}
     if partial:
@@ -112,8 +114,11 @@ def _op(name: str, channels: int) -> nn.Module:
     if name == "avg_pool_3x3":
         return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
     kernel = 1 if name == "nor_conv_1x1" else 3
-    return nn.Sequential(nn.ReLU(), nn.Conv2d(channels, channels, kernel, padding=kernel // 2, bias=False),
-                         nn.BatchNorm2d(channels))
+    return nn.Sequential(
+        nn.ReLU(),
+        nn.Conv2d(channels, channels, kernel, padding=kernel // 2, bias=False),
+        nn.BatchNorm2d(channels),
+    )
 
 
 class _Zero(nn.Module):
@@ -147,8 +152,13 @@ class _Reduction(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.ReLU(), nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(2 * channels),
-            nn.ReLU(), nn.Conv2d(2 * channels, 2 * channels, 3, padding=1, bias=False), nn.BatchNorm2d(2 * channels))
+            nn.ReLU(),
+            nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(2 * channels),
+            nn.ReLU(),
+            nn.Conv2d(2 * channels, 2 * channels, 3, padding=1, bias=False),
+            nn.BatchNorm2d(2 * channels),
+        )
         self.shortcut = nn.Sequential(nn.AvgPool2d(2), nn.Conv2d(channels, 2 * channels, 1, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -158,9 +168,19 @@ class _Reduction(nn.Module):
 def network(arch_str: str, channels: int = CHANNELS, classes: int = 10) -> nn.Module:
     c = channels
     return nn.Sequential(
-        nn.Conv2d(1, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
-        Cell(arch_str, c), _Reduction(c), Cell(arch_str, 2 * c), _Reduction(2 * c), Cell(arch_str, 4 * c),
-        nn.BatchNorm2d(4 * c), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * c, classes))
+        nn.Conv2d(1, c, 3, padding=1, bias=False),
+        nn.BatchNorm2d(c),
+        Cell(arch_str, c),
+        _Reduction(c),
+        Cell(arch_str, 2 * c),
+        _Reduction(2 * c),
+        Cell(arch_str, 4 * c),
+        nn.BatchNorm2d(4 * c),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * c, classes),
+    )
 
 
 # -- training ---------------------------------------------------------------------------------------------------
@@ -200,8 +220,9 @@ def train(run: Run, data: Digits, epochs: int, seed: int) -> list[Epoch]:
     """Train one run from its own seed; one record per epoch."""
     torch.manual_seed(seed * 1_000_003 + run.run)
     model = network(run.arch)
-    optimizer = torch.optim.SGD(model.parameters(), lr=run.learning_rate, momentum=MOMENTUM, nesterov=True,
-                                weight_decay=WEIGHT_DECAY)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=run.learning_rate, momentum=MOMENTUM, nesterov=True, weight_decay=WEIGHT_DECAY
+    )
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
     shuffle = torch.Generator().manual_seed(seed * 1_000_003 + run.run)
     loss_fn = nn.CrossEntropyLoss()
@@ -239,8 +260,28 @@ def _evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: nn.Mo
 
 
 def _lines(run: Run, epochs: int, seed: int, records: list[Epoch]) -> list[str]:
-    collected_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return [",".join(str(v) for v in (
-        run.run, "nb201", run.arch, DATASET, run.learning_rate, BATCH_SIZE, CHANNELS, epochs, seed, epoch,
-        f"{r.train_loss:.6g}", f"{r.train_accuracy:.6g}", f"{r.valid_loss:.6g}", f"{r.valid_accuracy:.6g}",
-        f"{r.seconds:.4g}", collected_at)) for epoch, r in enumerate(records, start=1)]
+    collected_at = datetime.now(UTC).isoformat(timespec="seconds")
+    return [
+        ",".join(
+            str(v)
+            for v in (
+                run.run,
+                "nb201",
+                run.arch,
+                DATASET,
+                run.learning_rate,
+                BATCH_SIZE,
+                CHANNELS,
+                epochs,
+                seed,
+                epoch,
+                f"{r.train_loss:.6g}",
+                f"{r.train_accuracy:.6g}",
+                f"{r.valid_loss:.6g}",
+                f"{r.valid_accuracy:.6g}",
+                f"{r.seconds:.4g}",
+                collected_at,
+            )
+        )
+        for epoch, r in enumerate(records, start=1)
+    ]

@@ -17,13 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
-
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.collect.csvlog import append, open_log
 from preflight.data.errors import PreflightError, UnknownDevice
@@ -31,6 +29,7 @@ from preflight.data.settings import Settings
 from preflight.data.sources.local_gemm import COLUMNS, read_device, side_file
 from preflight.data.store import atomic_write_bytes
 from preflight.data.threads import torch_threads
+from rich.progress import Progress
 
 #: m, n and k are drawn from these: powers of two, other sizes, and skinny ones (1, 16).
 DIMS = (1, 16, 32, 64, 96, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 3000, 4096)
@@ -77,9 +76,18 @@ class Meter:
         return after - before if after >= before else after + self.wrap_j - before
 
 
-def collect_gemm(device: str, out: Path, *, points: int = 300, seed: int = 0, threads: int | None = None,
-                 repeats: int = 7, max_seconds_per_point: float = 2.0, progress: bool = True,
-                 dims: Sequence[int] = DIMS) -> CollectSummary:
+def collect_gemm(
+    device: str,
+    out: Path,
+    *,
+    points: int = 300,
+    seed: int = 0,
+    threads: int | None = None,
+    repeats: int = 7,
+    max_seconds_per_point: float = 2.0,
+    progress: bool = True,
+    dims: Sequence[int] = DIMS,
+) -> CollectSummary:
     """Measure the first ``points`` GEMMs of the seeded sweep on ``device`` ("cpu", "cuda", "cuda:N") into ``out``."""
     target, out = _parse_device(device), Path(out)
     summary = CollectSummary(out, "", measured=0, skipped_existing=0)
@@ -93,8 +101,12 @@ def collect_gemm(device: str, out: Path, *, points: int = 300, seed: int = 0, th
                 task = bar.add_task(summary.device_id, total=points)
                 for point in sweep(points, seed, DTYPES[target.type], dims):
                     _visit(point, target, repeats, max_seconds_per_point / repeats, meter, fd, done, summary)
-                    bar.update(task, advance=1, description=f"{summary.device_id}: {summary.measured} measured, "
-                                                            f"{summary.skipped_slow} too slow")
+                    bar.update(
+                        task,
+                        advance=1,
+                        description=f"{summary.device_id}: {summary.measured} measured, "
+                        f"{summary.skipped_slow} too slow",
+                    )
         finally:
             os.close(fd)
     return summary
@@ -113,8 +125,16 @@ def sweep(points: int, seed: int, dtypes: Sequence[str], dims: Sequence[int] = D
     return list(drawn)
 
 
-def _visit(point: Point, target: torch.device, repeats: int, budget_s: float, meter: Meter | None, fd: int,
-           done: set[tuple[str, ...]], summary: CollectSummary) -> None:
+def _visit(
+    point: Point,
+    target: torch.device,
+    repeats: int,
+    budget_s: float,
+    meter: Meter | None,
+    fd: int,
+    done: set[tuple[str, ...]],
+    summary: CollectSummary,
+) -> None:
     """Measure one point unless it is already in the file or too slow, and count what happened."""
     if _key(point, summary.device_id) in done:
         summary.skipped_existing += 1
@@ -130,8 +150,9 @@ def _visit(point: Point, target: torch.device, repeats: int, budget_s: float, me
 # -- timing -----------------------------------------------------------------------------------------------------
 
 
-def _measure(point: Point, target: torch.device, repeats: int, budget_s: float,
-             meter: Meter | None) -> list[str] | None:
+def _measure(
+    point: Point, target: torch.device, repeats: int, budget_s: float, meter: Meter | None
+) -> list[str] | None:
     """The measured cells after the key (repeats ... collected_at), or None when one run exceeds the budget.
 
     A run clipped to PROBE_DIM screens out hopeless points in milliseconds; a single full run decides.
@@ -145,7 +166,7 @@ def _measure(point: Point, target: torch.device, repeats: int, budget_s: float,
     _run_for(run, target, WARMUP_S, per_run_s, at_least=2)
     p10, median, p90 = np.percentile(_times_ms(run, target, repeats), [10, 50, 90])
     power_w, energy_j = _power(run, target, per_run_s, meter) if meter else (None, None)
-    collected_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    collected_at = datetime.now(UTC).isoformat(timespec="seconds")
     return [str(repeats), *(_number(v) for v in (median, p10, p90, power_w, energy_j)), collected_at]
 
 
@@ -161,7 +182,9 @@ def _gemm(point: Point, target: torch.device) -> Callable[[], object]:
 
 def _probe_s(point: Point, target: torch.device) -> float:
     """Seconds per run guessed from the GEMM with dimensions clipped to PROBE_DIM, scaled by FLOPs."""
-    probe = dataclasses.replace(point, m=min(point.m, PROBE_DIM), n=min(point.n, PROBE_DIM), k=min(point.k, PROBE_DIM))
+    probe = dataclasses.replace(
+        point, m=min(point.m, PROBE_DIM), n=min(point.n, PROBE_DIM), k=min(point.k, PROBE_DIM)
+    )
     run = _gemm(probe, target)
     seconds = min(_once_s(run, target) for _ in range(2))  # the first run may pay one-off library set-up
     return seconds * (point.m * point.n * point.k) / (probe.m * probe.n * probe.k)
@@ -176,8 +199,9 @@ def _once_s(run: Callable[[], object], target: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def _run_for(run: Callable[[], object], target: torch.device, seconds: float, per_run_s: float,
-             at_least: int = 1) -> tuple[int, float]:
+def _run_for(
+    run: Callable[[], object], target: torch.device, seconds: float, per_run_s: float, at_least: int = 1
+) -> tuple[int, float]:
     """Launch ``run`` back to back for ``seconds`` and at least ``at_least`` times; (launches, elapsed seconds)."""
     batch = max(1, int(BATCH_S / max(per_run_s, 1e-7)))
     launches, start = 0, time.perf_counter()
@@ -192,7 +216,10 @@ def _run_for(run: Callable[[], object], target: torch.device, seconds: float, pe
 def _times_ms(run: Callable[[], object], target: torch.device, repeats: int) -> list[float]:
     """Milliseconds of each of ``repeats`` runs: CUDA events on a GPU, perf_counter_ns on a CPU."""
     if target.type == "cuda":
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(repeats)
+        ]
         for start, end in events:
             start.record()
             run()
@@ -207,7 +234,9 @@ def _times_ms(run: Callable[[], object], target: torch.device, repeats: int) -> 
     return times
 
 
-def _power(run: Callable[[], object], target: torch.device, per_run_s: float, meter: Meter) -> tuple[float, float]:
+def _power(
+    run: Callable[[], object], target: torch.device, per_run_s: float, meter: Meter
+) -> tuple[float, float]:
     """(watts, joules per run) over a window of back-to-back runs, after the load has settled."""
     _run_for(run, target, SETTLE_S, per_run_s)
     before = meter.read_j()
@@ -233,7 +262,9 @@ def _nvml_meter(target: torch.device) -> Meter | None:
     try:
         import pynvml
     except ImportError as exc:
-        raise PreflightError("measuring GPU power needs NVML bindings: pip install 'preflight[cuda]'") from exc
+        raise PreflightError(
+            "measuring GPU power needs NVML bindings: pip install 'preflight[cuda]'"
+        ) from exc
     pynvml.nvmlInit()
     uuid = torch.cuda.get_device_properties(target).uuid
     handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}".encode())
@@ -254,7 +285,15 @@ def _nvml_meter(target: torch.device) -> Meter | None:
 def _key(point: Point, device_id: str) -> tuple[str, ...]:
     """The point's key cells as the file holds them."""
     flag = {True: "true", False: "false"}
-    return (str(point.m), str(point.n), str(point.k), point.dtype, flag[point.trans_a], flag[point.trans_b], device_id)
+    return (
+        str(point.m),
+        str(point.n),
+        str(point.k),
+        point.dtype,
+        flag[point.trans_a],
+        flag[point.trans_b],
+        device_id,
+    )
 
 
 def _number(value: float | None) -> str:
@@ -294,10 +333,14 @@ def _ensure_side_file(target: torch.device, out: Path) -> str:
     if side_file(out).exists():
         held = read_device(out).id
         if held != device_id:
-            raise PreflightError(f"{out} holds measurements of {held!r}, not {device_id!r}; collect into another file")
+            raise PreflightError(
+                f"{out} holds measurements of {held!r}, not {device_id!r}; collect into another file"
+            )
         return device_id
     spec = gpu or _cpu_spec()
-    atomic_write_bytes(side_file(out), json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=2).encode())
+    atomic_write_bytes(
+        side_file(out), json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=2).encode()
+    )
     return device_id
 
 
@@ -346,9 +389,16 @@ def _cpu_spec() -> DeviceSpec:
     clock_mhz = _clock_mhz(info)
     vendor_id = info.get("vendor_id", "")
     return DeviceSpec(
-        id=_slug(name), name=name, kind="cpu", aliases=[],
-        vendor={"GenuineIntel": "intel", "AuthenticAMD": "amd"}.get(vendor_id, vendor_id.lower() or "unknown"),
-        compute_units=threads, boost_clock_mhz=clock_mhz, llc_mb=_llc_mb(),
+        id=_slug(name),
+        name=name,
+        kind="cpu",
+        aliases=[],
+        vendor={"GenuineIntel": "intel", "AuthenticAMD": "amd"}.get(
+            vendor_id, vendor_id.lower() or "unknown"
+        ),
+        compute_units=threads,
+        boost_clock_mhz=clock_mhz,
+        llc_mb=_llc_mb(),
         memory_bandwidth_gbs=round(_copy_bandwidth_gbs(torch.device("cpu")), 1),
         peak_tflops=_peak_tflops(flags, clock_mhz * 1e6 * threads),
     )
@@ -364,8 +414,10 @@ def _peak_tflops(flags: set[str], core_cycles_per_s: float) -> dict[str, float]:
     fma = "fma" in flags
     fp32 = 64 if fma and "avx512f" in flags else 32 if fma and "avx2" in flags else 8
     bf16 = 1024 if "amx_bf16" in flags else 2 * fp32 if "avx512_bf16" in flags else fp32
-    return {dtype: float(f"{per_cycle * core_cycles_per_s / 1e12:.4g}") for dtype, per_cycle in
-            (("fp32", fp32), ("fp64", fp32 / 2), ("bf16", bf16))}
+    return {
+        dtype: float(f"{per_cycle * core_cycles_per_s / 1e12:.4g}")
+        for dtype, per_cycle in (("fp32", fp32), ("fp64", fp32 / 2), ("bf16", bf16))
+    }
 
 
 def _clock_mhz(info: dict[str, str]) -> float:

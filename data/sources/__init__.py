@@ -9,8 +9,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from preflight.data.errors import DataError
-from preflight.data.sources import (deepbench, ec_nas, gpperf, help_latency, hw_nas_bench_360, lcdb, local_curves,
-                                    local_gemm, nas_bench_graph, uci_sgemm)
+from preflight.data.sources import (
+    deepbench,
+    ec_nas,
+    gpperf,
+    help_latency,
+    hw_nas_bench_360,
+    lcdb,
+    local_curves,
+    local_gemm,
+    nas_bench_graph,
+    uci_sgemm,
+)
 from preflight.data.tables import Loaded
 
 #: source name -> (loader, its file: a name under PREFLIGHT_DATASETS, or the Path of a file shipped with preflight)

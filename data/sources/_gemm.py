@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.gemm import KERNEL_FIELDS, MAX_DIM
 from preflight.data.tables import RowChecks
 
-GEMM_COLUMNS = ["m", "n", "k", "dtype", "math_dtype", "trans_a", "trans_b", "device", "kernel", *KERNEL_FIELDS,
-                "runtime_ms", "power_w", "energy_j"]
+GEMM_COLUMNS = [
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "math_dtype",
+    "trans_a",
+    "trans_b",
+    "device",
+    "kernel",
+    *KERNEL_FIELDS,
+    "runtime_ms",
+    "power_w",
+    "energy_j",
+]
 
 
 def gemm_frame(**columns) -> pd.DataFrame:
@@ -24,8 +36,13 @@ def check_gemm(frame: pd.DataFrame, checks: RowChecks) -> None:
     """Reject rows whose shape or targets cannot be a real measurement."""
     for dim in ("m", "n", "k"):
         value = pd.to_numeric(frame[dim], errors="coerce")
-        checks.reject(value.isna() | (value <= 0) | (value > MAX_DIM) | (value % 1 != 0), f"{dim} not a positive integer")
-    checks.reject(pd.to_numeric(frame["runtime_ms"], errors="coerce").isna(), "runtime_ms missing or not a number")
+        checks.reject(
+            value.isna() | (value <= 0) | (value > MAX_DIM) | (value % 1 != 0),
+            f"{dim} not a positive integer",
+        )
+    checks.reject(
+        pd.to_numeric(frame["runtime_ms"], errors="coerce").isna(), "runtime_ms missing or not a number"
+    )
     for target in ("runtime_ms", "power_w", "energy_j"):
         value = pd.to_numeric(frame[target], errors="coerce")
         checks.reject(value <= 0, f"{target} not positive")

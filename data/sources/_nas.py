@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from preflight.data import arch
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownDevice
 from preflight.data.tables import RowChecks
 
-NAS_COLUMNS = ["space", "arch", "arch_group", "dataset", "device", "batch_size", "framework",
-               "latency_ms", "energy_mj", "accuracy"]
+NAS_COLUMNS = [
+    "space",
+    "arch",
+    "arch_group",
+    "dataset",
+    "device",
+    "batch_size",
+    "framework",
+    "latency_ms",
+    "energy_mj",
+    "accuracy",
+]
 
 
 def nas_frame(**columns) -> pd.DataFrame:
@@ -30,7 +39,9 @@ def nas_frame(**columns) -> pd.DataFrame:
 
 def check_nas(frame: pd.DataFrame, checks: RowChecks, space: str) -> None:
     """Reject rows whose notation does not parse or whose targets cannot be real measurements."""
-    checks.reject(~np.array(arch.valid(space, frame["arch"].astype(str))), f"{space} architecture does not parse")
+    checks.reject(
+        ~np.array(arch.valid(space, frame["arch"].astype(str))), f"{space} architecture does not parse"
+    )
     for target in ("latency_ms", "energy_mj"):
         value = pd.to_numeric(frame[target], errors="coerce")
         checks.reject(value <= 0, f"{target} not positive")
@@ -61,5 +72,7 @@ def melt_latency(raw: pd.DataFrame, id_columns: list[str]) -> pd.DataFrame:
     whole = {n: _is_device(n) for n in name.unique()}
     keep_whole = name.map(whole).astype(bool) | split["device"].isna()
     long["device"] = name.where(keep_whole, split["device"])
-    long["batch_size"] = pd.to_numeric(split["batch"].where(~keep_whole), errors="coerce").fillna(1).astype(int)
+    long["batch_size"] = (
+        pd.to_numeric(split["batch"].where(~keep_whole), errors="coerce").fillna(1).astype(int)
+    )
     return long.drop(columns="setting")

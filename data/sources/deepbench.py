@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.gemm import parse_precision
 from preflight.data.sources._gemm import check_gemm, gemm_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
@@ -45,9 +44,16 @@ def load(path: Path) -> Loaded:
     dtype, math_dtype = _precisions(raw["precision"])
     runtime_ms = numeric(raw, "time_ms")
     rows = gemm_frame(
-        m=raw["M"], n=raw["N"], k=raw["K"], dtype=dtype, math_dtype=math_dtype,
-        trans_a=raw["a_trans"].astype(str).str.upper() == "T", trans_b=raw["b_trans"].astype(str).str.upper() == "T",
-        device=raw["device"], runtime_ms=runtime_ms, precision=raw["precision"],
+        m=raw["M"],
+        n=raw["N"],
+        k=raw["K"],
+        dtype=dtype,
+        math_dtype=math_dtype,
+        trans_a=raw["a_trans"].astype(str).str.upper() == "T",
+        trans_b=raw["b_trans"].astype(str).str.upper() == "T",
+        device=raw["device"],
+        runtime_ms=runtime_ms,
+        precision=raw["precision"],
     )
     checks = RowChecks(len(raw))
     checks.reject(dtype.isna(), "precision not understood")

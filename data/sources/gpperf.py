@@ -5,12 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
 from preflight.data.sources._gemm import check_gemm, gemm_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
 
-REQUIRED = ["m", "n", "k", "kernel", "layout", "block_m", "block_n", "block_k", "stages", "runtime_ms", "power_w",
-            "energy_j", "gpu_name"]
+REQUIRED = [
+    "m",
+    "n",
+    "k",
+    "kernel",
+    "layout",
+    "block_m",
+    "block_n",
+    "block_k",
+    "stages",
+    "runtime_ms",
+    "power_w",
+    "energy_j",
+    "gpu_name",
+]
 #: The published file writes an unread power sample as this string; such rows simply lack power.
 POWER_NOT_READ = "[N/A]"
 
@@ -22,12 +34,24 @@ def load(path: Path) -> Loaded:
     unread = power_text.isin([POWER_NOT_READ, ""])
     power = pd.to_numeric(power_text.where(~unread), errors="coerce")
     rows = gemm_frame(
-        m=raw["m"], n=raw["n"], k=raw["k"], dtype=pd.Series(["fp32"] * len(raw)),
+        m=raw["m"],
+        n=raw["n"],
+        k=raw["k"],
+        dtype=pd.Series(["fp32"] * len(raw)),
         math_dtype=pd.Series(["fp32"] * len(raw)),
-        trans_a=layout.str[0] == "t", trans_b=layout.str[1] == "t", device=raw["gpu_name"], kernel=raw["kernel"],
-        block_m=raw["block_m"], block_n=raw["block_n"], block_k=raw["block_k"], stages=raw["stages"],
-        runtime_ms=numeric(raw, "runtime_ms"), power_w=power, energy_j=numeric(raw, "energy_j"),
-        alpha=numeric(raw, "alpha"), beta=numeric(raw, "beta"),
+        trans_a=layout.str[0] == "t",
+        trans_b=layout.str[1] == "t",
+        device=raw["gpu_name"],
+        kernel=raw["kernel"],
+        block_m=raw["block_m"],
+        block_n=raw["block_n"],
+        block_k=raw["block_k"],
+        stages=raw["stages"],
+        runtime_ms=numeric(raw, "runtime_ms"),
+        power_w=power,
+        energy_j=numeric(raw, "energy_j"),
+        alpha=numeric(raw, "alpha"),
+        beta=numeric(raw, "beta"),
     )
     checks = RowChecks(len(raw))
     checks.reject(~layout.isin(["nn", "nt", "tn", "tt"]), "layout not one of nn/nt/tn/tt")

@@ -12,9 +12,15 @@ from preflight.data.tables import Loaded, RowChecks, file_sha256, read_csv
 def _load(path: Path, source: str, space: str, notation: str, dataset: str) -> Loaded:
     raw = read_csv(path, ["arch_idx", notation], source)
     long = melt_latency(raw, ["arch_idx", notation])
-    rows = nas_frame(space=[space] * len(long), arch=long[notation], arch_group=long["arch_idx"].astype(str),
-                     dataset=[dataset] * len(long), device=long["device"], batch_size=long["batch_size"],
-                     latency_ms=long["latency_ms"])
+    rows = nas_frame(
+        space=[space] * len(long),
+        arch=long[notation],
+        arch_group=long["arch_idx"].astype(str),
+        dataset=[dataset] * len(long),
+        device=long["device"],
+        batch_size=long["batch_size"],
+        latency_ms=long["latency_ms"],
+    )
     checks = RowChecks(len(rows))
     check_nas(rows, checks, space)
     return checks.finish(source, rows, file_sha256(path), path)

@@ -11,12 +11,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
 from preflight.data.errors import DataError
 from preflight.data.sources._nas import check_nas, nas_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, read_csv
 
-REQUIRED = ["arch_idx", "rep_arch_idx", "device", "framework", "task", "lat_ms_median", "energy_mj", "accuracy", "status"]
+REQUIRED = [
+    "arch_idx",
+    "rep_arch_idx",
+    "device",
+    "framework",
+    "task",
+    "lat_ms_median",
+    "energy_mj",
+    "accuracy",
+    "status",
+]
 SIDE_FILE = "nb201_index_to_arch_str.csv"
 #: The benchmark's short device names, as its README spells them out (the catalogue resolves these).
 DEVICES = {"pi5": "Raspberry Pi 5", "pixel": "Pixel 6a"}
@@ -40,10 +49,18 @@ def load(path: Path) -> Loaded:
         raise DataError(f"hw-nas-bench-360: {path} lacks columns {missing}; is it the published layout?")
     names = read_csv(path.with_name(SIDE_FILE), ["arch_idx", "arch_str"], "hw-nas-bench-360")
     arch = raw["arch_idx"].map(names.set_index("arch_idx")["arch_str"])
-    rows = nas_frame(space=["nb201"] * len(raw), arch=arch.fillna(""), arch_group=raw["rep_arch_idx"].astype(str),
-                     dataset=raw["task"], device=raw["device"].replace(DEVICES), batch_size=[1] * len(raw), framework=raw["framework"],
-                     latency_ms=raw["lat_ms_median"], energy_mj=raw["energy_mj"],
-                     accuracy=_as_fraction(pd.to_numeric(raw["accuracy"], errors="coerce"), raw["task"]))
+    rows = nas_frame(
+        space=["nb201"] * len(raw),
+        arch=arch.fillna(""),
+        arch_group=raw["rep_arch_idx"].astype(str),
+        dataset=raw["task"],
+        device=raw["device"].replace(DEVICES),
+        batch_size=[1] * len(raw),
+        framework=raw["framework"],
+        latency_ms=raw["lat_ms_median"],
+        energy_mj=raw["energy_mj"],
+        accuracy=_as_fraction(pd.to_numeric(raw["accuracy"], errors="coerce"), raw["task"]),
+    )
     checks = RowChecks(len(raw))
     checks.reject(raw["status"].astype(str) != "ok", "status is not ok")
     checks.reject(arch.isna(), f"arch_idx not in {SIDE_FILE}")

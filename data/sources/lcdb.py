@@ -24,11 +24,28 @@ def load(path: Path) -> Loaded:
     raw = read_csv(path, REQUIRED, SOURCE)
     size, score = numeric(raw, "size_train"), numeric(raw, "score_valid")
     learner = raw["learner"].astype(str)
-    run = (raw["openmlid"].astype(str) + "/" + learner + "/" + raw["outer_seed"].astype(str) + "/"
-           + raw["inner_seed"].astype(str))
+    run = (
+        raw["openmlid"].astype(str)
+        + "/"
+        + learner
+        + "/"
+        + raw["outer_seed"].astype(str)
+        + "/"
+        + raw["inner_seed"].astype(str)
+    )
     dataset = "openml-" + raw["openmlid"].astype(str)
-    rows = nas_frame(space=[None] * len(raw), arch=[None] * len(raw), arch_group=dataset, dataset=dataset, accuracy=score, valid_accuracy=score,
-                     learner=learner, run=run, epoch=size, budget=size.groupby(run).transform("max"))
+    rows = nas_frame(
+        space=[None] * len(raw),
+        arch=[None] * len(raw),
+        arch_group=dataset,
+        dataset=dataset,
+        accuracy=score,
+        valid_accuracy=score,
+        learner=learner,
+        run=run,
+        epoch=size,
+        budget=size.groupby(run).transform("max"),
+    )
     checks = RowChecks(len(raw))
     checks.reject(~(size >= 1), "size_train missing or below 1")
     checks.reject(~score.between(0, 1), "score_valid not a fraction")

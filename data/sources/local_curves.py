@@ -18,19 +18,47 @@ SOURCE = "local-curves"
 #: The curves collected for the project and shipped with preflight.
 SHIPPED = Path(__file__).resolve().parents[1] / "local" / "local_curves.csv"
 #: The layout the collector writes, in order.
-COLUMNS = ["run", "space", "arch", "dataset", "learning_rate", "batch_size", "channels", "budget", "seed", "epoch",
-           "train_loss", "train_accuracy", "valid_loss", "valid_accuracy", "epoch_seconds", "collected_at"]
+COLUMNS = [
+    "run",
+    "space",
+    "arch",
+    "dataset",
+    "learning_rate",
+    "batch_size",
+    "channels",
+    "budget",
+    "seed",
+    "epoch",
+    "train_loss",
+    "train_accuracy",
+    "valid_loss",
+    "valid_accuracy",
+    "epoch_seconds",
+    "collected_at",
+]
 
 
 def load(path: Path) -> Loaded:
     raw = read_csv(path, COLUMNS, SOURCE)
     epoch, budget = numeric(raw, "epoch"), numeric(raw, "budget")
     valid = numeric(raw, "valid_accuracy")
-    rows = nas_frame(space=raw["space"], arch=raw["arch"], arch_group=raw["arch"], dataset=raw["dataset"],
-                     batch_size=numeric(raw, "batch_size"), accuracy=valid, run=raw["run"].astype(str), epoch=epoch, budget=budget,
-                     valid_accuracy=valid, train_accuracy=numeric(raw, "train_accuracy"),
-                     train_loss=numeric(raw, "train_loss"), valid_loss=numeric(raw, "valid_loss"),
-                     epoch_seconds=numeric(raw, "epoch_seconds"), learning_rate=numeric(raw, "learning_rate"))
+    rows = nas_frame(
+        space=raw["space"],
+        arch=raw["arch"],
+        arch_group=raw["arch"],
+        dataset=raw["dataset"],
+        batch_size=numeric(raw, "batch_size"),
+        accuracy=valid,
+        run=raw["run"].astype(str),
+        epoch=epoch,
+        budget=budget,
+        valid_accuracy=valid,
+        train_accuracy=numeric(raw, "train_accuracy"),
+        train_loss=numeric(raw, "train_loss"),
+        valid_loss=numeric(raw, "valid_loss"),
+        epoch_seconds=numeric(raw, "epoch_seconds"),
+        learning_rate=numeric(raw, "learning_rate"),
+    )
     checks = RowChecks(len(raw))
     checks.reject(~((epoch >= 1) & (epoch <= budget)), "epoch outside 1..budget")
     checks.reject(~valid.between(0, 1), "valid_accuracy not a fraction")

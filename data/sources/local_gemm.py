@@ -10,20 +10,33 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from pydantic import ValidationError
-
 from preflight.data.catalogue import DeviceSpec
 from preflight.data.errors import DataError
 from preflight.data.gemm import Dtype
 from preflight.data.sources._gemm import check_gemm, gemm_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
+from pydantic import ValidationError
 
 SOURCE = "local-gemm"
 #: The dataset measured on the project's own machine and shipped with preflight.
 SHIPPED = Path(__file__).resolve().parents[1] / "local" / "local_gemm.csv"
 #: The layout the collector writes, in order; the loader needs every column.
-COLUMNS = ["m", "n", "k", "dtype", "trans_a", "trans_b", "device", "repeats", "runtime_ms", "runtime_p10_ms",
-           "runtime_p90_ms", "power_w", "energy_j", "collected_at"]
+COLUMNS = [
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "trans_a",
+    "trans_b",
+    "device",
+    "repeats",
+    "runtime_ms",
+    "runtime_p10_ms",
+    "runtime_p90_ms",
+    "power_w",
+    "energy_j",
+    "collected_at",
+]
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
@@ -55,9 +68,17 @@ def load(path: Path) -> Loaded:
     trans_a, trans_b = _flags(raw["trans_a"]), _flags(raw["trans_b"])
     runtime_ms = numeric(raw, "runtime_ms")
     rows = gemm_frame(
-        m=raw["m"], n=raw["n"], k=raw["k"], dtype=raw["dtype"], math_dtype=raw["dtype"],
-        trans_a=trans_a.fillna(False).astype(bool), trans_b=trans_b.fillna(False).astype(bool), device=raw["device"],
-        runtime_ms=runtime_ms, power_w=numeric(raw, "power_w"), energy_j=numeric(raw, "energy_j"),
+        m=raw["m"],
+        n=raw["n"],
+        k=raw["k"],
+        dtype=raw["dtype"],
+        math_dtype=raw["dtype"],
+        trans_a=trans_a.fillna(False).astype(bool),
+        trans_b=trans_b.fillna(False).astype(bool),
+        device=raw["device"],
+        runtime_ms=runtime_ms,
+        power_w=numeric(raw, "power_w"),
+        energy_j=numeric(raw, "energy_j"),
         repeats=numeric(raw, "repeats"),
         runtime_spread=(numeric(raw, "runtime_p90_ms") - numeric(raw, "runtime_p10_ms")) / runtime_ms,
     )

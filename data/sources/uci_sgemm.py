@@ -5,13 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
 from preflight.data.sources._gemm import check_gemm, gemm_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
 
-PARAMETERS = {"MWG": "block_m", "NWG": "block_n", "KWG": "block_k", "MDIMC": "threads_m", "NDIMC": "threads_n",
-              "MDIMA": "local_m", "NDIMB": "local_n", "KWI": "unroll_k", "VWM": "vector_m", "VWN": "vector_n",
-              "STRM": "stride_m", "STRN": "stride_n", "SA": "cache_a", "SB": "cache_b"}
+PARAMETERS = {
+    "MWG": "block_m",
+    "NWG": "block_n",
+    "KWG": "block_k",
+    "MDIMC": "threads_m",
+    "NDIMC": "threads_n",
+    "MDIMA": "local_m",
+    "NDIMB": "local_n",
+    "KWI": "unroll_k",
+    "VWM": "vector_m",
+    "VWN": "vector_n",
+    "STRM": "stride_m",
+    "STRN": "stride_n",
+    "SA": "cache_a",
+    "SB": "cache_b",
+}
 RUNS = ["Run1 (ms)", "Run2 (ms)", "Run3 (ms)", "Run4 (ms)"]
 SIZE = 2048
 DEVICE = "NVIDIA GeForce GTX 680"
@@ -26,10 +38,17 @@ def load(path: Path) -> Loaded:
     family = raw[["MWG", "NWG", "KWG", "MDIMC", "NDIMC"]].astype(str).agg("_".join, axis=1)
     n = len(raw)
     rows = gemm_frame(
-        m=pd.Series([SIZE] * n), n=pd.Series([SIZE] * n), k=pd.Series([SIZE] * n),
-        dtype=pd.Series(["fp32"] * n), math_dtype=pd.Series(["fp32"] * n),
-        trans_a=pd.Series([False] * n), trans_b=pd.Series([False] * n), device=pd.Series([DEVICE] * n),
-        kernel="wg" + family, runtime_ms=mean, **params,
+        m=pd.Series([SIZE] * n),
+        n=pd.Series([SIZE] * n),
+        k=pd.Series([SIZE] * n),
+        dtype=pd.Series(["fp32"] * n),
+        math_dtype=pd.Series(["fp32"] * n),
+        trans_a=pd.Series([False] * n),
+        trans_b=pd.Series([False] * n),
+        device=pd.Series([DEVICE] * n),
+        kernel="wg" + family,
+        runtime_ms=mean,
+        **params,
         repeat_ape_pct=100 * runs.sub(mean, axis=0).abs().div(mean, axis=0).mean(axis=1),
     )
     checks = RowChecks(n)

@@ -15,8 +15,14 @@ from preflight.models.families.linear import LinearFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.tree import TreeFamily
 
-FAMILIES = {"tree": TreeFamily, "roofline": RooflineFamily, "linear": LinearFamily, "gnn": GnnFamily,
-            "extrapolation": ExtrapolationFamily, "last-value": LastValueFamily}
+FAMILIES = {
+    "tree": TreeFamily,
+    "roofline": RooflineFamily,
+    "linear": LinearFamily,
+    "gnn": GnnFamily,
+    "extrapolation": ExtrapolationFamily,
+    "last-value": LastValueFamily,
+}
 
 
 def make_family(name: str, seed: int = 0, **params):

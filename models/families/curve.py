@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.features import Features
 
 
@@ -37,7 +36,9 @@ class _CurveColumnFamily:
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{self.name}.json").write_text(json.dumps({"seed": self.seed, "targets": self.targets_}))
+        (directory / f"{self.name}.json").write_text(
+            json.dumps({"seed": self.seed, "targets": self.targets_})
+        )
 
     @classmethod
     def load(cls, directory: Path):

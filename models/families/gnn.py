@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.arch import OPS, parse
 from preflight.data.threads import torch_threads
 from preflight.features import Features
@@ -43,7 +42,7 @@ def _arrays(space: str, notation: str) -> tuple[np.ndarray, np.ndarray]:
     """An architecture's node features (sizes scaled) and its edges in both directions (2 x edges)."""
     g = parse(space, notation)
     x = node_features(g)
-    x[:, len(OPS):] /= SIZE_SCALE
+    x[:, len(OPS) :] /= SIZE_SCALE
     edges = np.array(g.edges, dtype=np.int64).reshape(-1, 2).T
     return x, np.concatenate([edges, edges[::-1]], axis=1)
 
@@ -59,7 +58,9 @@ class _Graphs:
 
     def __init__(self, meta: pd.DataFrame) -> None:
         if not {"space", "arch"} <= set(meta.columns):
-            raise ValueError("the gnn family needs the architecture in meta['space'] and meta['arch'] (NAS tasks)")
+            raise ValueError(
+                "the gnn family needs the architecture in meta['space'] and meta['arch'] (NAS tasks)"
+            )
         self.codes, distinct = pd.factorize(meta["space"].astype(str) + "\0" + meta["arch"].astype(str))
         parts = [_arrays(*key.split("\0", 1)) for key in distinct]
         self.nodes = np.array([len(x) for x, _ in parts], dtype=np.int64)
@@ -67,7 +68,9 @@ class _Graphs:
         self.node_start = np.cumsum(self.nodes) - self.nodes
         self.edge_start = np.cumsum(self.edges) - self.edges
         self.x = np.concatenate([x for x, _ in parts]) if parts else np.zeros((0, NODE_FEATURES), np.float32)
-        self.edge_index = np.concatenate([e for _, e in parts], axis=1) if parts else np.zeros((2, 0), np.int64)
+        self.edge_index = (
+            np.concatenate([e for _, e in parts], axis=1) if parts else np.zeros((2, 0), np.int64)
+        )
 
     def select(self, ids: np.ndarray):
         """Some architectures as one graph: node features, edge index and each node's graph."""
@@ -76,8 +79,11 @@ class _Graphs:
         nodes, edges = self.nodes[ids], self.edges[ids]
         first = np.repeat(np.cumsum(nodes) - nodes, edges)  # where each edge's graph starts in the selection
         edge_index = self.edge_index[:, _ranges(self.edge_start[ids], edges)] + first
-        return (torch.from_numpy(self.x[_ranges(self.node_start[ids], nodes)]), torch.from_numpy(edge_index),
-                torch.from_numpy(np.repeat(np.arange(len(ids)), nodes)))
+        return (
+            torch.from_numpy(self.x[_ranges(self.node_start[ids], nodes)]),
+            torch.from_numpy(edge_index),
+            torch.from_numpy(np.repeat(np.arange(len(ids)), nodes)),
+        )
 
 
 def _network(n_context: int, n_targets: int, hidden: int, layers: int, head_hidden: int):
@@ -86,11 +92,18 @@ def _network(n_context: int, n_targets: int, hidden: int, layers: int, head_hidd
     from torch_geometric.nn import GINConv
 
     def mlp(width_in: int) -> nn.Module:  # layer norm at the end: trains markedly faster
-        return nn.Sequential(nn.Linear(width_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.LayerNorm(hidden))
+        return nn.Sequential(
+            nn.Linear(width_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.LayerNorm(hidden)
+        )
 
     convs = nn.ModuleList(GINConv(mlp(NODE_FEATURES if i == 0 else hidden)) for i in range(layers))
-    head = nn.Sequential(nn.Linear(2 * hidden + n_context, head_hidden), nn.ReLU(),
-                         nn.Linear(head_hidden, head_hidden), nn.ReLU(), nn.Linear(head_hidden, n_targets))
+    head = nn.Sequential(
+        nn.Linear(2 * hidden + n_context, head_hidden),
+        nn.ReLU(),
+        nn.Linear(head_hidden, head_hidden),
+        nn.ReLU(),
+        nn.Linear(head_hidden, n_targets),
+    )
     return nn.ModuleDict({"convs": convs, "head": head})
 
 
@@ -107,7 +120,9 @@ def _forward(net, graphs: _Graphs, rows: np.ndarray, context):
     for conv in net["convs"]:
         h = torch.relu(conv(h, edge_index))
     size = len(distinct)
-    pooled = torch.cat([global_mean_pool(h, graph_of_node, size), global_add_pool(h, graph_of_node, size)], dim=1)
+    pooled = torch.cat(
+        [global_mean_pool(h, graph_of_node, size), global_add_pool(h, graph_of_node, size)], dim=1
+    )
     return net["head"](torch.cat([pooled[torch.from_numpy(inverse)], context[rows]], dim=1))
 
 
@@ -128,7 +143,9 @@ def _loss(predicted, z, weight, context, rank_weight: float):
     if rank_weight == 0:
         return loss
     pairs = ((context[:, None] == context[None, :]) & ~torch.eye(len(z), dtype=torch.bool))[:, :, None]
-    pair_weight = (weight[:, None] * weight[None, :])[:, :, None] * (pairs & present[:, None] & present[None, :])
+    pair_weight = (weight[:, None] * weight[None, :])[:, :, None] * (
+        pairs & present[:, None] & present[None, :]
+    )
     label = torch.sigmoid((z[:, None] - z[None, :]) / RANK_TEMPERATURE)  # row i above row j
     margin = (predicted[:, None] - predicted[None, :]) / RANK_TEMPERATURE
     rank = binary_cross_entropy_with_logits(margin, label, reduction="none")
@@ -139,20 +156,43 @@ def _loss(predicted, z, weight, context, rank_weight: float):
 class GnnFamily:
     name = "gnn"
 
-    def __init__(self, *, hidden: int = 64, layers: int = 3, head_hidden: int = 128, epochs: int = 100,
-                 batch_size: int = 128, learning_rate: float = 4e-3, weight_decay: float = 1e-5,
-                 rank_weight: float = 1.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        hidden: int = 64,
+        layers: int = 3,
+        head_hidden: int = 128,
+        epochs: int = 100,
+        batch_size: int = 128,
+        learning_rate: float = 4e-3,
+        weight_decay: float = 1e-5,
+        rank_weight: float = 1.0,
+        seed: int = 0,
+    ) -> None:
         self.hidden, self.layers, self.head_hidden = hidden, layers, head_hidden
         self.epochs, self.batch_size, self.learning_rate = epochs, batch_size, learning_rate
         self.weight_decay, self.rank_weight, self.seed = weight_decay, rank_weight, seed
 
     def get_params(self) -> dict:
-        return {k: getattr(self, k) for k in ("hidden", "layers", "head_hidden", "epochs", "batch_size",
-                                              "learning_rate", "weight_decay", "rank_weight", "seed")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "hidden",
+                "layers",
+                "head_hidden",
+                "epochs",
+                "batch_size",
+                "learning_rate",
+                "weight_decay",
+                "rank_weight",
+                "seed",
+            )
+        }
 
     def _build(self) -> None:
-        self.net_ = _network(len(self.context_columns_), len(self.targets_), self.hidden, self.layers,
-                             self.head_hidden)
+        self.net_ = _network(
+            len(self.context_columns_), len(self.targets_), self.hidden, self.layers, self.head_hidden
+        )
 
     def _context(self, X: pd.DataFrame) -> np.ndarray:
         """The ``ctx_*`` columns standardized with the training scalers, missing values at 0."""
@@ -189,23 +229,30 @@ class GnnFamily:
             raise ValueError(f"no target among {list(Y.columns)} has two usable rows to learn from")
         return np.stack(columns, axis=1).astype(np.float32)
 
-    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> "GnnFamily":
+    def fit(
+        self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
+    ) -> GnnFamily:
         import torch
 
         graphs = _Graphs(features.meta)
         Z = torch.from_numpy(self._fit_targets(features, Y))
         context = torch.from_numpy(self._fit_context(features.X))
         meta = features.meta
-        setting = torch.from_numpy(pd.factorize(meta["device_id"].astype(str) + "\0" + meta["dataset"].astype(str))[0])
+        setting = torch.from_numpy(
+            pd.factorize(meta["device_id"].astype(str) + "\0" + meta["dataset"].astype(str))[0]
+        )
         weight = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight)
         weight = torch.tensor(weight, dtype=torch.float32)
         rows = np.flatnonzero(~Z.isnan().all(dim=1).numpy())
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             self._build()
-        optimizer = torch.optim.Adam(self.net_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay,
-                                     fused=True)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, self.epochs * -(-len(rows) // self.batch_size))
+        optimizer = torch.optim.Adam(
+            self.net_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay, fused=True
+        )
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, self.epochs * -(-len(rows) // self.batch_size)
+        )
         rng = np.random.default_rng(self.seed)
         with torch_threads(1):
             for _ in range(self.epochs):
@@ -226,10 +273,16 @@ class GnnFamily:
         context = torch.from_numpy(self._context(features.X))
         chunks = np.array_split(np.arange(len(context)), range(PREDICT_ROWS, len(context), PREDICT_ROWS))
         with torch.inference_mode():
-            z = torch.cat([_forward(self.net_, graphs, rows, context) for rows in chunks]).numpy().astype(float)
+            z = (
+                torch.cat([_forward(self.net_, graphs, rows, context) for rows in chunks])
+                .numpy()
+                .astype(float)
+            )
         z = z * np.asarray(self.target_scale_) + np.asarray(self.target_center_)
-        out = {t: targets.decode(z[:, j], features.reference[t], self.transforms_[t])
-               for j, t in enumerate(self.targets_)}
+        out = {
+            t: targets.decode(z[:, j], features.reference[t], self.transforms_[t])
+            for j, t in enumerate(self.targets_)
+        }
         return pd.DataFrame(out, index=features.X.index)
 
     def save(self, directory: Path) -> None:
@@ -237,14 +290,20 @@ class GnnFamily:
 
         directory.mkdir(parents=True, exist_ok=True)
         torch.save(self.net_.state_dict(), directory / "gnn.pt")
-        state = {"params": self.get_params(), "targets": self.targets_, "transforms": self.transforms_,
-                 "target_center": self.target_center_, "target_scale": self.target_scale_,
-                 "context_columns": self.context_columns_, "context_center": self.context_center_.tolist(),
-                 "context_scale": self.context_scale_.tolist()}
+        state = {
+            "params": self.get_params(),
+            "targets": self.targets_,
+            "transforms": self.transforms_,
+            "target_center": self.target_center_,
+            "target_scale": self.target_scale_,
+            "context_columns": self.context_columns_,
+            "context_center": self.context_center_.tolist(),
+            "context_scale": self.context_scale_.tolist(),
+        }
         (directory / "gnn.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
-    def load(cls, directory: Path) -> "GnnFamily":
+    def load(cls, directory: Path) -> GnnFamily:
         import torch
 
         state = json.loads((directory / "gnn.json").read_text())

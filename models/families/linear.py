@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import Ridge
-
 from preflight.features import Features
 from preflight.models.families import targets
+from sklearn.linear_model import Ridge
 
 
 class LinearFamily:
@@ -27,10 +26,14 @@ class LinearFamily:
         values = X.reindex(columns=self.columns_).to_numpy(dtype=float, na_value=np.nan)
         return (np.where(np.isnan(values), self.center_, values) - self.center_) / self.scale_
 
-    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> "LinearFamily":
+    def fit(
+        self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
+    ) -> LinearFamily:
         X = features.X
         self.columns_ = list(X.columns)
-        self.center_ = np.nan_to_num(X.median().to_numpy(dtype=float))  # columns never given (all NaN) sit at 0
+        self.center_ = np.nan_to_num(
+            X.median().to_numpy(dtype=float)
+        )  # columns never given (all NaN) sit at 0
         spread = X.std(ddof=0).to_numpy(dtype=float)
         self.scale_ = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
         matrix = self._matrix(X)
@@ -49,19 +52,30 @@ class LinearFamily:
 
     def predict(self, features: Features) -> pd.DataFrame:
         matrix = self._matrix(features.X)
-        out = {t: targets.decode(matrix @ np.asarray(c) + self.intercept_[t], features.reference[t], self.transforms_[t])
-               for t, c in self.coef_.items()}
+        out = {
+            t: targets.decode(
+                matrix @ np.asarray(c) + self.intercept_[t], features.reference[t], self.transforms_[t]
+            )
+            for t, c in self.coef_.items()
+        }
         return pd.DataFrame(out, index=features.X.index)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        state = {"alpha": self.alpha, "seed": self.seed, "columns": self.columns_, "center": self.center_.tolist(),
-                 "scale": self.scale_.tolist(), "coef": self.coef_, "intercept": self.intercept_,
-                 "transforms": self.transforms_}
+        state = {
+            "alpha": self.alpha,
+            "seed": self.seed,
+            "columns": self.columns_,
+            "center": self.center_.tolist(),
+            "scale": self.scale_.tolist(),
+            "coef": self.coef_,
+            "intercept": self.intercept_,
+            "transforms": self.transforms_,
+        }
         (directory / "linear.json").write_text(json.dumps(state))
 
     @classmethod
-    def load(cls, directory: Path) -> "LinearFamily":
+    def load(cls, directory: Path) -> LinearFamily:
         state = json.loads((directory / "linear.json").read_text())
         family = cls(alpha=state["alpha"], seed=state["seed"])
         family.columns_, family.coef_, family.intercept_ = state["columns"], state["coef"], state["intercept"]

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from preflight.features import Features
 from preflight.models.families import targets
 
@@ -22,7 +21,9 @@ class RooflineFamily:
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = seed
 
-    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> "RooflineFamily":
+    def fit(
+        self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
+    ) -> RooflineFamily:
         reference = features.reference
         weight = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         self.log_efficiency_: dict[str, float] = {}
@@ -39,7 +40,10 @@ class RooflineFamily:
 
     def predict(self, features: Features) -> pd.DataFrame:
         n, reference = len(features.reference), features.reference
-        out = {t: targets.decode(np.full(n, c), reference[t], self.transforms_[t]) for t, c in self.log_efficiency_.items()}
+        out = {
+            t: targets.decode(np.full(n, c), reference[t], self.transforms_[t])
+            for t, c in self.log_efficiency_.items()
+        }
         return pd.DataFrame(out, index=features.reference.index)
 
     def save(self, directory: Path) -> None:
@@ -48,7 +52,7 @@ class RooflineFamily:
         (directory / "roofline.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
-    def load(cls, directory: Path) -> "RooflineFamily":
+    def load(cls, directory: Path) -> RooflineFamily:
         state = json.loads((directory / "roofline.json").read_text())
         family = cls(seed=state["seed"])
         family.log_efficiency_, family.transforms_ = state["log_efficiency"], state["transforms"]

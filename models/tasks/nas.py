@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from preflight.data.nas import ArchItem, CurveItem, LatencyItem
 from preflight.features import arch as arch_features
 from preflight.features import curve as curve_features
@@ -31,38 +30,42 @@ def measured_latency(table: pd.DataFrame) -> pd.DataFrame:
     return table[measured & named]
 
 
-NAS_ACCURACY = register(Task(
-    name="nas-accuracy",
-    item=ArchItem,
-    targets={"accuracy": "fraction (a score for regression benchmarks such as darcy)"},
-    sources=("hw-nas-bench-360", "nas-bench-graph", "ec-nas"),
-    featurize=arch_features.tabular,
-    groups=_SPLITS,
-    group_key="arch",
-    families=("tree", "gnn", "linear"),
-    default_family="tree",
-    baseline="linear",
-    metric="kendall",
-    select=final_accuracy,
-    max_rows_per_source=10_000,  # a first start trains every task: keep NAS to minutes on 2 cores
-))
+NAS_ACCURACY = register(
+    Task(
+        name="nas-accuracy",
+        item=ArchItem,
+        targets={"accuracy": "fraction (a score for regression benchmarks such as darcy)"},
+        sources=("hw-nas-bench-360", "nas-bench-graph", "ec-nas"),
+        featurize=arch_features.tabular,
+        groups=_SPLITS,
+        group_key="arch",
+        families=("tree", "gnn", "linear"),
+        default_family="tree",
+        baseline="linear",
+        metric="kendall",
+        select=final_accuracy,
+        max_rows_per_source=10_000,  # a first start trains every task: keep NAS to minutes on 2 cores
+    )
+)
 
-NAS_LATENCY = register(Task(
-    name="nas-latency",
-    item=LatencyItem,
-    targets={"latency_ms": "ms", "energy_mj": "mJ"},
-    # NAS-Bench-Graph's latency comes from a machine its file does not name: not a device setting
-    sources=("help-nb201", "help-fbnet", "hw-nas-bench-360"),
-    featurize=arch_features.tabular,
-    groups=_SPLITS | {"device": ("device_id",), "hardware": ("hardware",)},
-    group_key="arch",
-    families=("tree", "gnn", "linear"),
-    default_family="tree",
-    baseline="linear",
-    metric="mape",
-    select=measured_latency,
-    max_rows_per_source=10_000,
-))
+NAS_LATENCY = register(
+    Task(
+        name="nas-latency",
+        item=LatencyItem,
+        targets={"latency_ms": "ms", "energy_mj": "mJ"},
+        # NAS-Bench-Graph's latency comes from a machine its file does not name: not a device setting
+        sources=("help-nb201", "help-fbnet", "hw-nas-bench-360"),
+        featurize=arch_features.tabular,
+        groups=_SPLITS | {"device": ("device_id",), "hardware": ("hardware",)},
+        group_key="arch",
+        families=("tree", "gnn", "linear"),
+        default_family="tree",
+        baseline="linear",
+        metric="mape",
+        select=measured_latency,
+        max_rows_per_source=10_000,
+    )
+)
 
 
 #: Runs one source contributes at most, drawn with a fixed seed (LCDB holds 124,000).
@@ -86,25 +89,39 @@ def partial_curves(table: pd.DataFrame) -> pd.DataFrame:
         if curve["epoch"].iloc[-1] != budget:
             continue  # the final accuracy is unknown
         first = curve.iloc[0]
-        context = {c: first[c] for c in ("space", "arch", "arch_group", "learner", "dataset", "learning_rate",
-                                          "batch_size") if c in curve}
+        context = {
+            c: first[c]
+            for c in ("space", "arch", "arch_group", "learner", "dataset", "learning_rate", "batch_size")
+            if c in curve
+        }
         values, epochs = curve["valid_accuracy"].tolist(), curve["epoch"].astype(int).tolist()
-        out += [context | {"run": run, "curve": values[:k], "epochs": epochs[:k], "budget": budget,
-                           "accuracy": values[-1]} for k in range(1, len(values))]
+        out += [
+            context
+            | {
+                "run": run,
+                "curve": values[:k],
+                "epochs": epochs[:k],
+                "budget": budget,
+                "accuracy": values[-1],
+            }
+            for k in range(1, len(values))
+        ]
     return pd.DataFrame(out)
 
 
-NAS_CURVE = register(Task(
-    name="nas-curve",
-    item=CurveItem,
-    targets={"accuracy": "final validation accuracy of the run, a fraction"},
-    sources=("local-curves", "ec-nas", "lcdb"),
-    featurize=curve_features.tabular,
-    groups={"arch": ("arch_group",), "run": ("run",), "dataset": ("dataset",)},
-    group_key="arch",
-    families=("tree", "extrapolation", "last-value"),
-    default_family="tree",
-    baseline="extrapolation",
-    metric="mae",
-    select=partial_curves,
-))
+NAS_CURVE = register(
+    Task(
+        name="nas-curve",
+        item=CurveItem,
+        targets={"accuracy": "final validation accuracy of the run, a fraction"},
+        sources=("local-curves", "ec-nas", "lcdb"),
+        featurize=curve_features.tabular,
+        groups={"arch": ("arch_group",), "run": ("run",), "dataset": ("dataset",)},
+        group_key="arch",
+        families=("tree", "extrapolation", "last-value"),
+        default_family="tree",
+        baseline="extrapolation",
+        metric="mae",
+        select=partial_curves,
+    )
+)

@@ -5,12 +5,11 @@ from collections import Counter
 
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
-
 from preflight.data.catalogue import DeviceSpec
 from preflight.models.task import Task, get_task
 from preflight.service.deps import StateDep
 from preflight.service.schemas import DevicePublic, DeviceRegistration
+from pydantic import ValidationError
 
 router = APIRouter(tags=["devices"])
 
@@ -44,12 +43,19 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
         try:
             item = task.item.model_validate(item_fields)
         except ValidationError as exc:
-            errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)]
+            errors += [
+                {**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)
+            ]
             continue
         bad = [t for t, v in targets.items() if not _positive_number(v)]
         if not targets or bad:
-            errors.append({"type": "value_error", "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
-                           "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}"})
+            errors.append(
+                {
+                    "type": "value_error",
+                    "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
+                    "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}",
+                }
+            )
             continue
         rows.append(task.items_to_rows([item]).iloc[0].to_dict() | targets | {"device_id": device_id})
     if errors:
@@ -58,20 +64,31 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
 
 
 def _positive_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
 
 
 @router.post("/v1/devices", response_model=DevicePublic, status_code=201)
 def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
     """Register a spec sheet, and/or give K measurements that adapt the champion to the device."""
     if body.spec is None and body.device is None:
-        raise RequestValidationError([{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device",
-                                       "input": None}])
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device", "input": None}]
+        )
     task = get_task(body.task) if body.measurements else None
     if task is not None and "device" not in task.item.model_fields:
-        raise RequestValidationError([{"type": "value_error", "loc": ("body", "task"), "input": body.task,
-                                       "msg": f"task {task.name!r} does not depend on a device; measurements adapt "
-                                              "a device's model (e.g. gemm, nas-latency)"}])
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "task"),
+                    "input": body.task,
+                    "msg": f"task {task.name!r} does not depend on a device; measurements adapt "
+                    "a device's model (e.g. gemm, nas-latency)",
+                }
+            ]
+        )
     device_id = body.spec.id if body.spec is not None else state.catalogue.resolve(body.device).id
     rows = _measurement_rows(task, device_id, body.measurements) if task is not None else []
     if body.spec is not None:  # measurements were checked above: a refused request registers nothing

@@ -1,5 +1,4 @@
 from fastapi import APIRouter, Response
-
 from preflight.models.task import all_tasks
 from preflight.service.deps import StateDep
 
@@ -19,6 +18,10 @@ def readyz(state: StateDep, response: Response) -> dict:
     if not state.ready:
         response.status_code = 503
     servable = state.servable()
-    return {"ready": state.ready, "status": state.status, "loaded": sorted(state.champions),
-            "missing": sorted(set(servable) - set(state.champions)),
-            "untrained": sorted({t.name for t in all_tasks()} - set(servable))}
+    return {
+        "ready": state.ready,
+        "status": state.status,
+        "loaded": sorted(state.champions),
+        "missing": sorted(set(servable) - set(state.champions)),
+        "untrained": sorted({t.name for t in all_tasks()} - set(servable)),
+    }

@@ -1,7 +1,6 @@
 """``POST /v1/nas/early-stop``: stop or continue a training run, from its partial learning curve."""
 
 from fastapi import APIRouter
-
 from preflight.models.early_stop import decide
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep
@@ -16,8 +15,22 @@ def early_stop(body: EarlyStopRequest, state: StateDep) -> EarlyStopResponse:
     under the rule ``stop when P < risk`` (see ``rule`` in the answer)."""
     task = get_task("nas-curve")
     champion = state.champion(task.name)
-    decision = decide(task, champion.predictor, state.catalogue, body, body.incumbent, body.risk, body.coverage,
-                      body.valid_size)
-    return EarlyStopResponse(model=ModelInfoPublic(**vars(champion.info)), final_accuracy=decision.final,
-                             p_beat_incumbent=decision.p_beat, decision=decision.decision, reason=decision.reason,
-                             ood=decision.ood, warnings=decision.warnings)
+    decision = decide(
+        task,
+        champion.predictor,
+        state.catalogue,
+        body,
+        body.incumbent,
+        body.risk,
+        body.coverage,
+        body.valid_size,
+    )
+    return EarlyStopResponse(
+        model=ModelInfoPublic(**vars(champion.info)),
+        final_accuracy=decision.final,
+        p_beat_incumbent=decision.p_beat,
+        decision=decision.decision,
+        reason=decision.reason,
+        ood=decision.ood,
+        warnings=decision.warnings,
+    )

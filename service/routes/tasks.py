@@ -1,5 +1,4 @@
 from fastapi import APIRouter
-
 from preflight.models.task import all_tasks
 from preflight.service.deps import StateDep
 from preflight.service.schemas import TaskPublic
@@ -10,10 +9,20 @@ router = APIRouter(tags=["tasks"])
 @router.get("/v1/tasks", response_model=list[TaskPublic])
 def list_tasks(state: StateDep) -> list[TaskPublic]:
     """Each task with its input schema, targets and the champion this service has loaded."""
+
     def champion(task: str) -> dict | None:
         loaded = state.champions.get(task)
         return None if loaded is None else {k: v for k, v in vars(loaded.info).items() if k != "name"}
 
-    return [TaskPublic(name=t.name, targets=t.targets, sources=list(t.sources), families=list(t.families),
-                       group_key=t.group_key, input_schema=t.item.model_json_schema(), champion=champion(t.name))
-            for t in all_tasks()]
+    return [
+        TaskPublic(
+            name=t.name,
+            targets=t.targets,
+            sources=list(t.sources),
+            families=list(t.families),
+            group_key=t.group_key,
+            input_schema=t.item.model_json_schema(),
+            champion=champion(t.name),
+        )
+        for t in all_tasks()
+    ]

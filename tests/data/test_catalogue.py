@@ -1,5 +1,4 @@
 import pytest
-
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.errors import UnknownDevice
 from preflight.data.gemm import Dtype
@@ -13,16 +12,24 @@ def test_catalogue_is_broad(catalogue):
     assert len({s.id for s in specs}) == len(specs)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("NV_P100", "p100"), ("Tesla P100", "p100"), ("p100", "p100"),
-    ("Tesla V100-SXM2-16GB", "v100-sxm2-16gb"),        # nvidia-smi
-    ("NVIDIA GeForce RTX 4070", "rtx-4070"),            # torch.cuda.get_device_name()
-    ("Intel(R) Xeon(R) Gold 6226 CPU @ 2.70GHz", "gold-6226"),  # lscpu
-    ("AMD EPYC 7763 64-Core Processor", "epyc-7763"),
-    ("NV_TitanX", "titan-x-maxwell"), ("titanx", "titan-x-pascal"),  # DeepBench vs HELP
-    ("NV_V100", "v100-sxm2-16gb"),                      # DeepBench names beyond the shared copy
-    ("NVIDIA H100 80GB HBM3", "h100"), ("IA_KNL7250", "phi-7250"), ("iPhone_7", "a10"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("NV_P100", "p100"),
+        ("Tesla P100", "p100"),
+        ("p100", "p100"),
+        ("Tesla V100-SXM2-16GB", "v100-sxm2-16gb"),  # nvidia-smi
+        ("NVIDIA GeForce RTX 4070", "rtx-4070"),  # torch.cuda.get_device_name()
+        ("Intel(R) Xeon(R) Gold 6226 CPU @ 2.70GHz", "gold-6226"),  # lscpu
+        ("AMD EPYC 7763 64-Core Processor", "epyc-7763"),
+        ("NV_TitanX", "titan-x-maxwell"),
+        ("titanx", "titan-x-pascal"),  # DeepBench vs HELP
+        ("NV_V100", "v100-sxm2-16gb"),  # DeepBench names beyond the shared copy
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("IA_KNL7250", "phi-7250"),
+        ("iPhone_7", "a10"),
+    ],
+)
 def test_names_resolve(catalogue, name, expected):
     assert expected in catalogue.resolve(name).id
 
@@ -49,8 +56,14 @@ def test_peak_falls_back_to_the_units_that_do_the_work(catalogue):
 
 def test_registered_devices_persist(tmp_path):
     user_file = tmp_path / "devices.json"
-    spec = DeviceSpec(id="lab-gpu", name="Lab GPU X1", kind="gpu", memory_bandwidth_gbs=900,
-                      peak_tflops={"fp32": 20.0}, aliases=["labx1"])
+    spec = DeviceSpec(
+        id="lab-gpu",
+        name="Lab GPU X1",
+        kind="gpu",
+        memory_bandwidth_gbs=900,
+        peak_tflops={"fp32": 20.0},
+        aliases=["labx1"],
+    )
     Catalogue.load(user_file).register(spec)
     assert Catalogue.load(user_file).resolve("LabX1").id == "lab-gpu"
 

@@ -2,7 +2,6 @@
 
 import pandas as pd
 import pytest
-
 from preflight.data.collect.curves import collect_curves, plan
 from preflight.data.errors import PreflightError
 from preflight.data.sources import local_curves
@@ -72,9 +71,22 @@ def test_lcdb_curves_over_training_set_size_load_as_runs(tmp_path):
 
     path = tmp_path / "database-accuracy.csv"
     anchors = [16, 23, 32, 45, 64]
-    rows = [{"openmlid": 44, "learner": learner, "size_train": size, "size_test": 461, "outer_seed": 0, "inner_seed": 0,
-             "traintime": 0.01, "score_train": 0.9, "score_valid": 0.5 + 0.05 * i, "score_test": 0.5}
-            for learner in ("SVC_rbf", "sklearn.ensemble.RandomForestClassifier") for i, size in enumerate(anchors)]
+    rows = [
+        {
+            "openmlid": 44,
+            "learner": learner,
+            "size_train": size,
+            "size_test": 461,
+            "outer_seed": 0,
+            "inner_seed": 0,
+            "traintime": 0.01,
+            "score_train": 0.9,
+            "score_valid": 0.5 + 0.05 * i,
+            "score_test": 0.5,
+        }
+        for learner in ("SVC_rbf", "sklearn.ensemble.RandomForestClassifier")
+        for i, size in enumerate(anchors)
+    ]
     rows.append(rows[0] | {"score_valid": 1.5})  # a repeated anchor, and not a fraction
     pd.DataFrame(rows).to_csv(path, index=False)
     loaded = sources.load("lcdb", path)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from preflight.data.catalogue import DeviceSpec
 from preflight.data.collect.gemm import COLUMNS, DTYPES, collect_gemm, sweep
 from preflight.data.errors import PreflightError
@@ -29,7 +28,9 @@ def test_a_tiny_sweep_writes_what_the_loader_reads(tmp_path):
 
     assert out.read_text().splitlines()[0] == ",".join(COLUMNS)
     raw = pd.read_csv(out)
-    assert (raw["runtime_p10_ms"] <= raw["runtime_ms"]).all() and (raw["runtime_ms"] <= raw["runtime_p90_ms"]).all()
+    assert (raw["runtime_p10_ms"] <= raw["runtime_ms"]).all() and (
+        raw["runtime_ms"] <= raw["runtime_p90_ms"]
+    ).all()
     assert (raw["repeats"] == 3).all()
 
     loaded = local_gemm.load(out)

@@ -6,13 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-
 from preflight.data.catalogue import DeviceSpec
 from preflight.data.errors import DataError
 from preflight.data.sources import local_gemm
 
-SPEC = {"id": "test-cpu-1-threads", "name": "Test CPU (1 threads)", "kind": "cpu", "compute_units": 1,
-        "memory_bandwidth_gbs": 10.0, "peak_tflops": {"fp32": 0.1, "fp64": 0.05}}
+SPEC = {
+    "id": "test-cpu-1-threads",
+    "name": "Test CPU (1 threads)",
+    "kind": "cpu",
+    "compute_units": 1,
+    "memory_bandwidth_gbs": 10.0,
+    "peak_tflops": {"fp32": 0.1, "fp64": 0.05},
+}
 HEADER = ",".join(local_gemm.COLUMNS)
 GOOD = [
     "64,32,16,fp32,false,true,test-cpu-1-threads,7,0.01,0.009,0.012,,,2026-11-01T00:00:00+00:00",
@@ -36,7 +41,9 @@ def test_good_rows_become_canonical_rows_with_their_device(tmp_path):
     assert list(rows["trans_a"]) == [False, True, True] and list(rows["trans_b"]) == [True, False, True]
     assert list(rows["math_dtype"]) == ["fp32", "bf16", "fp64"] and rows["kernel"].isna().all()
     assert rows["runtime_spread"].tolist() == pytest.approx([0.3, 0.5, 0.0])
-    assert rows["power_w"].isna().tolist() == [True, False, True] and rows.loc[1, "energy_j"] == pytest.approx(0.061)
+    assert rows["power_w"].isna().tolist() == [True, False, True] and rows.loc[
+        1, "energy_j"
+    ] == pytest.approx(0.061)
     assert list(rows["repeats"]) == [7, 7, 7]
     assert [DeviceSpec.model_validate(d).id for d in loaded.extra_devices] == ["test-cpu-1-threads"]
 
@@ -53,14 +60,19 @@ def test_bad_rows_are_rejected_with_their_reason(tmp_path):
     assert len(loaded.rows) == 6
     assert loaded.rejects["row"].tolist() == [6, 7, 8, 9, 10]
     assert loaded.reject_counts() == {
-        "m not a positive integer": 1, "dtype not a known dtype": 1, "trans_a not a boolean": 1,
-        "device not 'test-cpu-1-threads', the one the side file describes": 1, "runtime_ms not positive": 1,
+        "m not a positive integer": 1,
+        "dtype not a known dtype": 1,
+        "trans_a not a boolean": 1,
+        "device not 'test-cpu-1-threads', the one the side file describes": 1,
+        "runtime_ms not positive": 1,
     }
 
 
 def test_a_file_without_a_required_column_is_refused_naming_it(tmp_path):
     header = HEADER.replace(",runtime_p90_ms", "")
-    lines = [line.replace(",0.012,", ",", 1).replace(",2.5,", ",", 1).replace(",0.5,,", ",,", 1) for line in GOOD]
+    lines = [
+        line.replace(",0.012,", ",", 1).replace(",2.5,", ",", 1).replace(",0.5,,", ",,", 1) for line in GOOD
+    ]
     with pytest.raises(DataError, match="runtime_p90_ms"):
         local_gemm.load(write(tmp_path, lines, header=header))
 

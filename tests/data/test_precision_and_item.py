@@ -1,22 +1,24 @@
 import pytest
+from preflight.data.gemm import Dtype, GemmItem, parse_precision
 from pydantic import ValidationError
 
-from preflight.data.gemm import Dtype, GemmItem, parse_precision
 
-
-@pytest.mark.parametrize("text, dtype, math", [
-    ("Float", "fp32", "fp32"),
-    ("16 bit inputs, 32 bit multiplication, 32 bit addition", "fp16", "fp32"),
-    ("GEMM, Conv: Int8 multiplication, 32 bit accumulation", "int8", "int8"),
-    ("Int8 inputs 32 bit math", "int8", "fp32"),
-    # strings not in the shared copy, read by the same rules
-    ("FP16 inputs, FP32 accumulation", "fp16", "fp16"),
-    ("16 bit inputs, 16 bit multiplication, 32 bit accumulation", "fp16", "fp16"),
-    ("Double", "fp64", "fp64"),
-    ("bfloat16 inputs, 32 bit math", "bf16", "fp32"),
-    ("TF32", "fp32", "tf32"),
-    ("half", "fp16", "fp16"),
-])
+@pytest.mark.parametrize(
+    "text, dtype, math",
+    [
+        ("Float", "fp32", "fp32"),
+        ("16 bit inputs, 32 bit multiplication, 32 bit addition", "fp16", "fp32"),
+        ("GEMM, Conv: Int8 multiplication, 32 bit accumulation", "int8", "int8"),
+        ("Int8 inputs 32 bit math", "int8", "fp32"),
+        # strings not in the shared copy, read by the same rules
+        ("FP16 inputs, FP32 accumulation", "fp16", "fp16"),
+        ("16 bit inputs, 16 bit multiplication, 32 bit accumulation", "fp16", "fp16"),
+        ("Double", "fp64", "fp64"),
+        ("bfloat16 inputs, 32 bit math", "bf16", "fp32"),
+        ("TF32", "fp32", "tf32"),
+        ("half", "fp16", "fp16"),
+    ],
+)
 def test_precision_by_meaning(text, dtype, math):
     parsed = parse_precision(text)
     assert (parsed.dtype.value, parsed.math_dtype.value) == (dtype, math)
@@ -32,7 +34,9 @@ def test_precision_without_meaning_is_refused(text):
         parse_precision(text).math_dtype
 
 
-@pytest.mark.parametrize("field, value", [("m", 0), ("n", -3), ("k", 2**31), ("dtype", "fp12"), ("device", "")])
+@pytest.mark.parametrize(
+    "field, value", [("m", 0), ("n", -3), ("k", 2**31), ("dtype", "fp12"), ("device", "")]
+)
 def test_item_rejects_bad_fields(field, value):
     item = {"m": 8, "n": 8, "k": 8, "device": "p100"} | {field: value}
     with pytest.raises(ValidationError) as info:

@@ -1,6 +1,5 @@
 import numpy as np
 import pandas as pd
-
 from preflight.data import arch
 from preflight.features import arch as featurize
 
@@ -30,13 +29,22 @@ def test_flat_encoding_is_finite_and_counts_kernels():
 
 
 def test_context_and_device_settings(catalogue):
-    rows = pd.DataFrame({"space": ["nb201"] * 3, "arch": [NB201] * 3, "dataset": ["CIFAR10", "cifar100", "mnist-ish"],
-                         "device": ["titan_rtx", "titan_rtx", None], "batch_size": [1, 32, None],
-                         "framework": [None, "onnx", None]})
+    rows = pd.DataFrame(
+        {
+            "space": ["nb201"] * 3,
+            "arch": [NB201] * 3,
+            "dataset": ["CIFAR10", "cifar100", "mnist-ish"],
+            "device": ["titan_rtx", "titan_rtx", None],
+            "batch_size": [1, 32, None],
+            "framework": [None, "onnx", None],
+        }
+    )
     features = featurize.tabular(rows, catalogue)
     assert list(features.meta["device_id"]) == ["nvidia-titan-rtx", "nvidia-titan-rtx@b32/onnx", ""]
     assert list(features.meta["hardware"]) == ["nvidia-titan-rtx", "nvidia-titan-rtx", ""]
     assert features.X.loc[0, "ctx_dataset"] == featurize.DATASETS.index("cifar10")
     assert np.isnan(features.X.loc[2, "ctx_dataset"]) and np.isnan(features.X.loc[2, "ctx_peak_fp32_log2"])
     assert features.X.loc[1, "ctx_batch_log2"] == 5
-    assert list(features.meta["arch_group"]) == [NB201] * 3  # no group given: the architecture is its own group
+    assert (
+        list(features.meta["arch_group"]) == [NB201] * 3
+    )  # no group given: the architecture is its own group

@@ -1,14 +1,20 @@
 import numpy as np
 import pandas as pd
 import pytest
-
 from preflight.data.errors import UnknownDevice
 from preflight.features import gemm
 
 
 def rows(**overrides) -> pd.DataFrame:
-    base = {"m": [4096], "n": [4096], "k": [4096], "dtype": ["fp32"], "trans_a": [False], "trans_b": [False],
-            "device": ["NV_P100"]}
+    base = {
+        "m": [4096],
+        "n": [4096],
+        "k": [4096],
+        "dtype": ["fp32"],
+        "trans_a": [False],
+        "trans_b": [False],
+        "device": ["NV_P100"],
+    }
     return pd.DataFrame(base | {k: [v] for k, v in overrides.items()})
 
 
@@ -19,7 +25,9 @@ def test_roofline_is_the_slower_of_compute_and_traffic(catalogue):
     assert features.reference["runtime_ms"][0] == pytest.approx(compute_ms)
     skinny = gemm.tabular(rows(m=1, n=4096, k=4096), catalogue)  # a GEMV: memory bound
     traffic = 4 * (4096 + 4096 * 4096) + 4 * 4096
-    assert skinny.reference["runtime_ms"][0] == pytest.approx(traffic / (p100.memory_bandwidth_gbs * 1e9) * 1e3)
+    assert skinny.reference["runtime_ms"][0] == pytest.approx(
+        traffic / (p100.memory_bandwidth_gbs * 1e9) * 1e3
+    )
     assert skinny.X["bound_by_compute"][0] == 0 and features.X["bound_by_compute"][0] == 1
 
 
@@ -35,7 +43,9 @@ def test_wave_quantization_from_kernel_tiles(catalogue):
     assert features.X["kernel_waves"][0] == pytest.approx(57 / units)
     assert features.X["kernel_wave_efficiency"][0] == pytest.approx(57 / (2 * units))
     assert features.X["kernel_tile_efficiency"][0] == pytest.approx(1.0)
-    assert np.isnan(gemm.tabular(rows(), catalogue).X["kernel_waves"][0])  # no kernel given: missing, not zero
+    assert np.isnan(
+        gemm.tabular(rows(), catalogue).X["kernel_waves"][0]
+    )  # no kernel given: missing, not zero
 
 
 def test_features_do_not_mutate_input_and_carry_meta(catalogue):
@@ -54,8 +64,17 @@ def test_unknown_device_raises(catalogue):
 
 
 def test_tiling_features_describe_one_thread_and_block(catalogue):
-    config = {"block_m": 64, "block_n": 32, "block_k": 16, "threads_m": 16, "threads_n": 8, "vector_m": 2,
-              "vector_n": 4, "cache_a": 1, "cache_b": 0}
+    config = {
+        "block_m": 64,
+        "block_n": 32,
+        "block_k": 16,
+        "threads_m": 16,
+        "threads_n": 8,
+        "vector_m": 2,
+        "vector_n": 4,
+        "cache_a": 1,
+        "cache_b": 0,
+    }
     X = gemm.tabular(rows(**config), catalogue).X
     assert X["kernel_threads_log2"][0] == 7  # 128 threads
     assert X["kernel_thread_tile_log2"][0] == 4  # 4 x 4 outputs per thread

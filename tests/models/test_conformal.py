@@ -2,9 +2,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from preflight.models.conformal import Conformal, NotConformalized
+from scipy import stats
 
 
 def _relative_errors(rng, n):
@@ -17,7 +16,9 @@ def _absolute_errors(rng, n):
     return y_pred + rng.normal(0, 0.1, n), y_pred
 
 
-@pytest.mark.parametrize(("target", "draw"), [("runtime_ms", _relative_errors), ("accuracy", _absolute_errors)])
+@pytest.mark.parametrize(
+    ("target", "draw"), [("runtime_ms", _relative_errors), ("accuracy", _absolute_errors)]
+)
 def test_coverage_is_valid_over_many_splits(target, draw):
     """Mean coverage lies in [c, c + 1/(n+1)] up to sampling error (t-test, Bonferroni over coverages)."""
     rng = np.random.default_rng(0)
@@ -60,8 +61,12 @@ def test_absolute_intervals_are_symmetric_in_the_target_units():
 def test_probability_above_counts_the_residuals_that_carry_an_estimate_past_a_threshold():
     calibrator = Conformal.from_residuals("accuracy", [0.2, -0.1, 0.0, 0.1])
     assert calibrator.probability_above(np.array([0.5]), np.array([0.55]))[0] == pytest.approx(0.5)
-    assert calibrator.probability_above(np.array([0.5]), np.array([0.35]))[0] == pytest.approx(0.8)  # at most n/(n+1)
-    assert calibrator.probability_above(np.array([0.5]), np.array([0.9]))[0] == pytest.approx(0.2)  # at least 1/(n+1)
+    assert calibrator.probability_above(np.array([0.5]), np.array([0.35]))[0] == pytest.approx(
+        0.8
+    )  # at most n/(n+1)
+    assert calibrator.probability_above(np.array([0.5]), np.array([0.9]))[0] == pytest.approx(
+        0.2
+    )  # at least 1/(n+1)
 
 
 def test_probabilities_are_calibrated_where_the_error_grows_along_the_scale():

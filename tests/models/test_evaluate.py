@@ -1,21 +1,25 @@
 import numpy as np
-
 from preflight.models import evaluate
 from preflight.models.task import get_task
+
 from tests.conftest import synthetic_gemm
 
 TASK = get_task("gemm")
 
 
 def test_leave_one_device_out_reports_each_device_and_the_baseline(catalogue):
-    rows = synthetic_gemm(240, seed=3, devices=("NV_P100", "NV_1080Ti", "AMD_MI25", "NV_M40"), catalogue=catalogue)
+    rows = synthetic_gemm(
+        240, seed=3, devices=("NV_P100", "NV_1080Ti", "AMD_MI25", "NV_M40"), catalogue=catalogue
+    )
     outcome = evaluate.cross_validate(TASK, rows, catalogue, "tree", "device", seed=0)
     report = evaluate.report(TASK, "tree", "synthetic", "device", outcome, by_group=True)
     per_device = report["metrics"]["runtime_ms"]
     assert len(per_device) == 5 and "mean" in per_device
     assert report["n_test"] == 240 and report["baseline"]["name"] == "roofline"
     assert per_device["mean"]["coverage"] >= 0.7  # nominal 0.9, four held-out devices
-    assert per_device["mean"]["median_ape"] < report["baseline"]["metrics"]["runtime_ms"]["mean"]["median_ape"]
+    assert (
+        per_device["mean"]["median_ape"] < report["baseline"]["metrics"]["runtime_ms"]["mean"]["median_ape"]
+    )
 
 
 def test_train_size_draws_groups_and_tests_on_the_rest(catalogue):

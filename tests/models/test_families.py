@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
-
 from preflight.data import sources
 from preflight.models.families import FAMILIES, make_family
 from preflight.models.families.targets import is_absolute
 from preflight.models.task import get_task
+
 from tests.conftest import synthetic_gemm
 from tests.nas import write_hw_nas_bench
 
@@ -24,14 +24,19 @@ def data(catalogue):
 def nas_data(catalogue, tmp_path_factory):
     """NAS accuracy rows (darcy's score below zero, so an absolute target) from a HW-NAS-Bench-360-layout file."""
     task = get_task("nas-accuracy")
-    rows = task.rows(sources.load("hw-nas-bench-360", write_hw_nas_bench(tmp_path_factory.mktemp("nas"), n=120)).rows)
+    rows = task.rows(
+        sources.load("hw-nas-bench-360", write_hw_nas_bench(tmp_path_factory.mktemp("nas"), n=120)).rows
+    )
     return task.featurize(rows, catalogue), rows[list(task.targets)]
 
 
 #: Small settings for the slow families, so the contract test stays fast.
 FAST = {"gnn": {"epochs": 20, "hidden": 16, "head_hidden": 32}}
-CASES = [(task, name) for task in ("gemm", "nas-accuracy")
-         for name in sorted({*get_task(task).families, get_task(task).baseline})]
+CASES = [
+    (task, name)
+    for task in ("gemm", "nas-accuracy")
+    for name in sorted({*get_task(task).families, get_task(task).baseline})
+]
 
 
 @pytest.mark.parametrize(("task", "name"), CASES)

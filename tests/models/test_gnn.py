@@ -3,11 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kendalltau
-
 from preflight.features import Features
 from preflight.features.arch import tabular
 from preflight.models.families.gnn import GnnFamily
+from scipy.stats import kendalltau
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 FAST = {"epochs": 40, "batch_size": 64, "hidden": 32, "head_hidden": 64}
@@ -26,13 +25,23 @@ def nb201_rows(n: int, seed: int) -> pd.DataFrame:
             if a in reached and op != "none":
                 reached.add(b)
         arch = "|{}~0|+|{}~0|{}~1|+|{}~0|{}~1|{}~2|".format(*ops)
-        cells[arch] = (int((ops == "nor_conv_3x3").sum()), int((ops == "nor_conv_1x1").sum()), 3 not in reached)
+        cells[arch] = (
+            int((ops == "nor_conv_3x3").sum()),
+            int((ops == "nor_conv_1x1").sum()),
+            3 not in reached,
+        )
     conv3, conv1, cut = (np.array(v) for v in zip(*cells.values()))
-    return pd.DataFrame({
-        "space": "nb201", "arch": list(cells), "dataset": "cifar10", "device": "1080ti", "batch_size": 1,
-        "accuracy": 0.5 + 0.05 * conv3 - 0.1 * cut + rng.normal(0, 0.01, n),
-        "latency_ms": (1.0 + 0.5 * conv3 + 0.2 * conv1) * rng.lognormal(0, 0.02, n),
-    })
+    return pd.DataFrame(
+        {
+            "space": "nb201",
+            "arch": list(cells),
+            "dataset": "cifar10",
+            "device": "1080ti",
+            "batch_size": 1,
+            "accuracy": 0.5 + 0.05 * conv3 - 0.1 * cut + rng.normal(0, 0.01, n),
+            "latency_ms": (1.0 + 0.5 * conv3 + 0.2 * conv1) * rng.lognormal(0, 0.02, n),
+        }
+    )
 
 
 @pytest.fixture(scope="module")

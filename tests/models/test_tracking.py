@@ -1,5 +1,4 @@
 import pytest
-
 from preflight.data.errors import NotTrained
 from preflight.data.sources import local_gemm
 from preflight.models import tracking
@@ -17,8 +16,11 @@ def test_train_registers_a_champion_with_metrics_and_plots(settings, catalogue):
     run = tracking.client(settings).get_run(info.run_id)
     assert "runtime_ms_mape" in run.data.metrics and "baseline_runtime_ms_mape" in run.data.metrics
     artifacts = {a.path for a in tracking.client(settings).list_artifacts(info.run_id, "plots")}
-    assert {"plots/runtime_ms_predicted_vs_actual.png", "plots/runtime_ms_error_by_shape-kernel.png",
-            "plots/runtime_ms_error_by_device.png"} <= artifacts
+    assert {
+        "plots/runtime_ms_predicted_vs_actual.png",
+        "plots/runtime_ms_error_by_shape-kernel.png",
+        "plots/runtime_ms_error_by_device.png",
+    } <= artifacts
 
 
 def test_champion_gate(settings):
@@ -27,10 +29,10 @@ def test_champion_gate(settings):
         return tracking.register(settings, TASK, run, "tree", metric, data, "grouped-cv:shape", promote)
 
     assert version(10.0).promoted
-    assert not version(12.0).promoted              # worse on the same data
-    assert version(10.0).promoted                  # no worse
-    assert not version(1.0, data="b").promoted     # other data: not comparable
-    assert version(50.0, promote=True).promoted    # forced
+    assert not version(12.0).promoted  # worse on the same data
+    assert version(10.0).promoted  # no worse
+    assert not version(1.0, data="b").promoted  # other data: not comparable
+    assert version(50.0, promote=True).promoted  # forced
     assert tracking.champion_summary(settings, "gemm")["version"] == "5"
 
 
@@ -50,7 +52,9 @@ def test_nas_families_both_registered_and_the_higher_kendall_is_champion(setting
 
     task = get_task("nas-accuracy")
     paths = {"hw-nas-bench-360": write_hw_nas_bench(tmp_path / "nas", n=80)}
-    results = {family: train(task, settings, catalogue, family=family, paths=paths) for family in ("tree", "gnn")}
+    results = {
+        family: train(task, settings, catalogue, family=family, paths=paths) for family in ("tree", "gnn")
+    }
     kendall = {f: r.report["metrics"]["accuracy"]["kendall"] for f, r in results.items()}
     versions = tracking.client(settings).search_model_versions("name='preflight.nas-accuracy'")
     assert sorted(v.tags["family"] for v in versions) == ["gnn", "tree"]

@@ -1,6 +1,5 @@
 import pytest
 from fastapi.testclient import TestClient
-
 from preflight.data.settings import Settings
 from preflight.service.app import create_app
 
@@ -16,7 +15,12 @@ def client(home):
 def test_health_and_readiness(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["loaded"] == ["gemm", "nas-accuracy", "nas-curve", "nas-latency"]
+    assert ready.status_code == 200 and ready.json()["loaded"] == [
+        "gemm",
+        "nas-accuracy",
+        "nas-curve",
+        "nas-latency",
+    ]
 
 
 def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
@@ -49,10 +53,14 @@ def test_tasks_list_schema_targets_and_champion(client):
 
 
 def test_predicts_an_unmeasured_device_from_its_spec_sheet_with_intervals(client):
-    response = client.post("/v1/gemm/predict", json={"items": [ITEM, ITEM | {"device": "p100", "m": 3}], "coverage": 0.8})
+    response = client.post(
+        "/v1/gemm/predict", json={"items": [ITEM, ITEM | {"device": "p100", "m": 3}], "coverage": 0.8}
+    )
     assert response.status_code == 200
     body = response.json()
-    assert body["task"] == "gemm" and body["model"]["name"] == "preflight.gemm" and len(body["predictions"]) == 2
+    assert (
+        body["task"] == "gemm" and body["model"]["name"] == "preflight.gemm" and len(body["predictions"]) == 2
+    )
     first = body["predictions"][0]
     runtime = first["runtime_ms"]
     assert 0 < runtime["low"] <= runtime["value"] <= runtime["high"]
@@ -65,15 +73,18 @@ def test_measured_device_in_range_is_not_flagged(client):
     assert prediction["ood"] is False and prediction["warnings"] == []
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"items": [ITEM | {"m": 0}]}, ["body", "items", 0, "m"]),
-    ({"items": [ITEM | {"k": -5}]}, ["body", "items", 0, "k"]),
-    ({"items": [ITEM | {"dtype": "fp12"}]}, ["body", "items", 0, "dtype"]),
-    ({"items": [ITEM | {"colour": "red"}]}, ["body", "items", 0, "colour"]),
-    ({"items": []}, ["body", "items"]),
-    ({"items": [ITEM] * 10_001}, ["body", "items"]),
-    ({"items": [ITEM], "coverage": 1.5}, ["body", "coverage"]),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"items": [ITEM | {"m": 0}]}, ["body", "items", 0, "m"]),
+        ({"items": [ITEM | {"k": -5}]}, ["body", "items", 0, "k"]),
+        ({"items": [ITEM | {"dtype": "fp12"}]}, ["body", "items", 0, "dtype"]),
+        ({"items": [ITEM | {"colour": "red"}]}, ["body", "items", 0, "colour"]),
+        ({"items": []}, ["body", "items"]),
+        ({"items": [ITEM] * 10_001}, ["body", "items"]),
+        ({"items": [ITEM], "coverage": 1.5}, ["body", "coverage"]),
+    ],
+)
 def test_bad_items_get_422_naming_the_field(client, body, field):
     response = client.post("/v1/gemm/predict", json=body)
     assert response.status_code == 422
@@ -87,7 +98,9 @@ def test_oversized_request_is_refused_without_echoing_it(client):
 
 
 def test_malformed_json_gets_422(client):
-    response = client.post("/v1/gemm/predict", content=b'{"items": [', headers={"content-type": "application/json"})
+    response = client.post(
+        "/v1/gemm/predict", content=b'{"items": [', headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
 
 
@@ -95,7 +108,12 @@ def test_unknown_device_and_task_get_404_listing_known_names(client):
     response = client.post("/v1/gemm/predict", json={"items": [ITEM | {"device": "rtx 4070 tii"}]})
     assert response.status_code == 404 and "NVIDIA GeForce RTX 4070" in response.json()["close_matches"]
     response = client.post("/v1/fpga-magic/predict", json={"items": []})
-    assert response.status_code == 404 and response.json()["known"] == ["gemm", "nas-accuracy", "nas-curve", "nas-latency"]
+    assert response.status_code == 404 and response.json()["known"] == [
+        "gemm",
+        "nas-accuracy",
+        "nas-curve",
+        "nas-latency",
+    ]
 
 
 def test_devices_list_and_resolve_any_name(client):
@@ -109,13 +127,21 @@ def test_devices_list_and_resolve_any_name(client):
 
 
 def test_register_a_device_then_adapt_it_with_measurements(client):
-    spec = {"id": "lab-cpu", "name": "Lab CPU", "kind": "cpu", "memory_bandwidth_gbs": 20.0,
-            "compute_units": 1, "peak_tflops": {"fp32": 0.08, "fp64": 0.04}}
+    spec = {
+        "id": "lab-cpu",
+        "name": "Lab CPU",
+        "kind": "cpu",
+        "memory_bandwidth_gbs": 20.0,
+        "compute_units": 1,
+        "peak_tflops": {"fp32": 0.08, "fp64": 0.04},
+    }
     assert client.post("/v1/devices", json={"spec": spec}).status_code == 201
     item = {"m": 512, "n": 512, "k": 512, "device": "lab-cpu"}
     before = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
-    measurements = [{"m": s, "n": s, "k": s, "runtime_ms": 4 * before["runtime_ms"]["value"] * (s / 512) ** 3}
-                    for s in (256, 384, 512, 640, 768)]
+    measurements = [
+        {"m": s, "n": s, "k": s, "runtime_ms": 4 * before["runtime_ms"]["value"] * (s / 512) ** 3}
+        for s in (256, 384, 512, 640, 768)
+    ]
     registered = client.post("/v1/devices", json={"device": "lab-cpu", "measurements": measurements})
     assert registered.status_code == 201 and registered.json()["measurements"] == {"gemm": 5}
     after = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
@@ -124,24 +150,64 @@ def test_register_a_device_then_adapt_it_with_measurements(client):
 
 
 def test_bad_registrations_are_refused_clearly(client):
-    bad_measurement = client.post("/v1/devices", json={"device": "p100", "measurements": [{"m": 0, "n": 1, "k": 1, "runtime_ms": 1}]})
-    assert bad_measurement.status_code == 422 and bad_measurement.json()["detail"][0]["loc"] == ["body", "measurements", 0, "m"]
-    no_target = client.post("/v1/devices", json={"device": "p100", "measurements": [{"m": 8, "n": 8, "k": 8}]})
+    bad_measurement = client.post(
+        "/v1/devices", json={"device": "p100", "measurements": [{"m": 0, "n": 1, "k": 1, "runtime_ms": 1}]}
+    )
+    assert bad_measurement.status_code == 422 and bad_measurement.json()["detail"][0]["loc"] == [
+        "body",
+        "measurements",
+        0,
+        "m",
+    ]
+    no_target = client.post(
+        "/v1/devices", json={"device": "p100", "measurements": [{"m": 8, "n": 8, "k": 8}]}
+    )
     assert no_target.status_code == 422 and "runtime_ms" in no_target.json()["detail"][0]["msg"]
-    shipped = client.post("/v1/devices", json={"spec": {"id": "nvidia-tesla-p100-pcie-16gb", "name": "x", "kind": "gpu",
-                                                        "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}}})
+    shipped = client.post(
+        "/v1/devices",
+        json={
+            "spec": {
+                "id": "nvidia-tesla-p100-pcie-16gb",
+                "name": "x",
+                "kind": "gpu",
+                "memory_bandwidth_gbs": 1,
+                "peak_tflops": {"fp32": 1},
+            }
+        },
+    )
     assert shipped.status_code == 409
-    takeover = client.post("/v1/devices", json={"spec": {"id": "mine", "name": "x", "kind": "gpu", "aliases": ["NV_P100"],
-                                                         "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}}})
+    takeover = client.post(
+        "/v1/devices",
+        json={
+            "spec": {
+                "id": "mine",
+                "name": "x",
+                "kind": "gpu",
+                "aliases": ["NV_P100"],
+                "memory_bandwidth_gbs": 1,
+                "peak_tflops": {"fp32": 1},
+            }
+        },
+    )
     assert takeover.status_code == 409 and "NV_P100" in takeover.json()["detail"]
     assert client.post("/v1/devices", json={}).status_code == 422
     for value in ("1e400", "true", "-1"):  # 1e400 is valid JSON that parses to infinity
         body = '{"device": "p100", "measurements": [{"m": 8, "n": 8, "k": 8, "runtime_ms": %s}]}' % value
         response = client.post("/v1/devices", content=body, headers={"content-type": "application/json"})
         assert response.status_code == 422, value
-    refused = client.post("/v1/devices", json={"spec": {"id": "half-done", "name": "Half", "kind": "gpu",
-                                                        "memory_bandwidth_gbs": 1, "peak_tflops": {"fp32": 1}},
-                                               "measurements": [{"m": 0, "n": 8, "k": 8, "runtime_ms": 1}]})
+    refused = client.post(
+        "/v1/devices",
+        json={
+            "spec": {
+                "id": "half-done",
+                "name": "Half",
+                "kind": "gpu",
+                "memory_bandwidth_gbs": 1,
+                "peak_tflops": {"fp32": 1},
+            },
+            "measurements": [{"m": 0, "n": 8, "k": 8, "runtime_ms": 1}],
+        },
+    )
     assert refused.status_code == 422 and client.get("/v1/devices/half-done").status_code == 404
 
 

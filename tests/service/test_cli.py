@@ -4,9 +4,9 @@ import sys
 
 import numpy as np
 import pytest
+from preflight.service.cli import app
 from typer.testing import CliRunner
 
-from preflight.service.cli import app
 from tests.conftest import shared_file, synthetic_gemm
 
 runner = CliRunner()
@@ -22,8 +22,11 @@ def deepbench_layout(rows, path):
 
 
 def test_help_is_quick_and_lists_commands():
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "preflight.service.cli", "--help"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "preflight.service.cli", "--help"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0
     for command in ("serve", "train", "evaluate", "predict", "collect", "data"):
         assert command in result.stdout
@@ -32,10 +35,29 @@ def test_help_is_quick_and_lists_commands():
 
 def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch, catalogue):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
-    train = deepbench_layout(synthetic_gemm(150, seed=1, devices=("NV_P100", "NV_1080Ti", "NV_M40"), catalogue=catalogue), tmp_path / "train.csv")
-    test = deepbench_layout(synthetic_gemm(40, seed=2, devices=("AMD_MI25",), catalogue=catalogue), tmp_path / "test.csv")
-    result = runner.invoke(app, ["evaluate", "gemm", "--source", "deepbench", "--train", str(train), "--test", str(test),
-                                 "--shots", "10", "--json"])
+    train = deepbench_layout(
+        synthetic_gemm(150, seed=1, devices=("NV_P100", "NV_1080Ti", "NV_M40"), catalogue=catalogue),
+        tmp_path / "train.csv",
+    )
+    test = deepbench_layout(
+        synthetic_gemm(40, seed=2, devices=("AMD_MI25",), catalogue=catalogue), tmp_path / "test.csv"
+    )
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "gemm",
+            "--source",
+            "deepbench",
+            "--train",
+            str(train),
+            "--test",
+            str(test),
+            "--shots",
+            "10",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert {"task", "family", "source", "split", "n_train", "n_test", "metrics", "baseline"} <= set(report)
@@ -45,7 +67,9 @@ def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch,
 
 def test_errors_exit_1_with_the_error_type(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
-    result = runner.invoke(app, ["evaluate", "gemm", "--source", "deepbench", "--path", str(tmp_path / "none.csv"), "--json"])
+    result = runner.invoke(
+        app, ["evaluate", "gemm", "--source", "deepbench", "--path", str(tmp_path / "none.csv"), "--json"]
+    )
     assert result.exit_code == 1 and "DataError" in result.output
     assert runner.invoke(app, ["train", "nope"]).exit_code == 1
 
@@ -70,8 +94,20 @@ def test_deepbench_zero_shot_on_a_held_out_device(tmp_path, monkeypatch):
     table[~held_out].to_csv(tmp_path / "train.csv", index=False)
     table[held_out].to_csv(tmp_path / "test.csv", index=False)
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
-    result = runner.invoke(app, ["evaluate", "gemm", "--source", "deepbench", "--train", str(tmp_path / "train.csv"),
-                                 "--test", str(tmp_path / "test.csv"), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "gemm",
+            "--source",
+            "deepbench",
+            "--train",
+            str(tmp_path / "train.csv"),
+            "--test",
+            str(tmp_path / "test.csv"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     model, baseline = report["metrics"]["runtime_ms"], report["baseline"]["metrics"]["runtime_ms"]
@@ -83,10 +119,26 @@ def test_nas_latency_few_shot_on_devices_absent_from_the_training_file(tmp_path,
     from tests.nas import write_help_csv
 
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
-    train = write_help_csv(tmp_path / "train.csv", n=120, settings=("1080ti_1", "2080ti_32", "gold_6240"), seed=1)
+    train = write_help_csv(
+        tmp_path / "train.csv", n=120, settings=("1080ti_1", "2080ti_32", "gold_6240"), seed=1
+    )
     test = write_help_csv(tmp_path / "test.csv", n=60, settings=("titan_rtx_1", "pixel3"), seed=2)
-    result = runner.invoke(app, ["evaluate", "nas-latency", "--source", "help-nb201", "--train", str(train),
-                                 "--test", str(test), "--shots", "10", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "nas-latency",
+            "--source",
+            "help-nb201",
+            "--train",
+            str(train),
+            "--test",
+            str(test),
+            "--shots",
+            "10",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     latency = report["metrics"]["latency_ms"]

@@ -4,9 +4,9 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
-
 from preflight.data.settings import Settings
 from preflight.service.app import create_app
+
 from tests.nas import nb201_archs
 
 CELL = nb201_archs(1, seed=0)[0]
@@ -19,10 +19,19 @@ def client(trained_home):
 
 
 def ask(client, curve, incumbent=0.8, **extra):
-    body = {"space": "nb201", "arch": CELL, "dataset": "digits", "curve": curve, "budget": 8, "learning_rate": 0.01,
-            "incumbent": incumbent} | extra
+    body = {
+        "space": "nb201",
+        "arch": CELL,
+        "dataset": "digits",
+        "curve": curve,
+        "budget": 8,
+        "learning_rate": 0.01,
+        "incumbent": incumbent,
+    } | extra
     # json.dumps writes NaN as the literal a careless client sends (httpx would refuse to)
-    return client.post("/v1/nas/early-stop", content=json.dumps(body), headers={"content-type": "application/json"})
+    return client.post(
+        "/v1/nas/early-stop", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
 
 
 def test_a_run_far_below_the_incumbent_is_stopped_and_a_promising_one_continues(client):
@@ -31,7 +40,10 @@ def test_a_run_far_below_the_incumbent_is_stopped_and_a_promising_one_continues(
     high = ask(client, [0.5, 0.7, 0.8, 0.85], incumbent=0.6).json()
     assert high["decision"] == "continue" and high["p_beat_incumbent"] > 0.5
     estimate = high["final_accuracy"]
-    assert estimate["low"] < estimate["value"] < estimate["high"] and "P(final accuracy > incumbent)" in high["rule"]
+    assert (
+        estimate["low"] < estimate["value"] < estimate["high"]
+        and "P(final accuracy > incumbent)" in high["rule"]
+    )
 
 
 def test_the_risk_level_moves_the_decision(client):
@@ -70,19 +82,22 @@ def test_an_unseen_dataset_is_flagged(client):
     assert body["ood"] and body["warnings"]
 
 
-@pytest.mark.parametrize(("change", "field", "message"), [
-    ({"curve": [0.2, float("nan")]}, ["body", "curve", 1], "finite"),
-    ({"curve": [0.2, 1.5]}, ["body", "curve", 1], "less than or equal to 1"),
-    ({"curve": []}, ["body", "curve"], "at least 1"),
-    ({"curve": [0.1] * 9}, ["body"], "past the budget of 8 epochs"),
-    ({"curve": [0.1, 0.2], "epochs": [2, 2]}, ["body"], "increase strictly"),
-    ({"curve": [0.1, 0.2], "epochs": [1]}, ["body"], "1 entries for 2 curve points"),
-    ({"curve": [0.1, 0.2], "epochs": []}, ["body", "epochs"], "at least 1"),
-    ({"incumbent": 1.2}, ["body", "incumbent"], "less than or equal to 1"),
-    ({"risk": 0}, ["body", "risk"], "greater than 0"),
-    ({"budget": 0}, ["body", "budget"], "greater than or equal to 1"),
-    ({"arch": "|nor_conv_3x3~0|"}, ["body", "arch"], "3 cell nodes"),
-])
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"curve": [0.2, float("nan")]}, ["body", "curve", 1], "finite"),
+        ({"curve": [0.2, 1.5]}, ["body", "curve", 1], "less than or equal to 1"),
+        ({"curve": []}, ["body", "curve"], "at least 1"),
+        ({"curve": [0.1] * 9}, ["body"], "past the budget of 8 epochs"),
+        ({"curve": [0.1, 0.2], "epochs": [2, 2]}, ["body"], "increase strictly"),
+        ({"curve": [0.1, 0.2], "epochs": [1]}, ["body"], "1 entries for 2 curve points"),
+        ({"curve": [0.1, 0.2], "epochs": []}, ["body", "epochs"], "at least 1"),
+        ({"incumbent": 1.2}, ["body", "incumbent"], "less than or equal to 1"),
+        ({"risk": 0}, ["body", "risk"], "greater than 0"),
+        ({"budget": 0}, ["body", "budget"], "greater than or equal to 1"),
+        ({"arch": "|nor_conv_3x3~0|"}, ["body", "arch"], "3 cell nodes"),
+    ],
+)
 def test_degenerate_and_bad_curves_get_422_naming_the_field(client, change, field, message):
     response = ask(client, [0.2, 0.3], **change) if "curve" not in change else ask(client, **change)
     assert response.status_code == 422, response.text
@@ -108,8 +123,14 @@ def test_a_tie_with_the_incumbent_does_not_beat_it(client):
 
 
 def test_a_learner_without_an_architecture_gets_an_answer_flagged_unseen(client):
-    body = {"learner": "SVC_rbf", "dataset": "openml-44", "curve": [0.6, 0.7], "epochs": [16, 32], "budget": 4096,
-            "incumbent": 0.9}
+    body = {
+        "learner": "SVC_rbf",
+        "dataset": "openml-44",
+        "curve": [0.6, 0.7],
+        "epochs": [16, 32],
+        "budget": 4096,
+        "incumbent": 0.9,
+    }
     response = client.post("/v1/nas/early-stop", json=body)
     assert response.status_code == 200, response.text
     assert response.json()["ood"]  # the test model was trained on architectures only

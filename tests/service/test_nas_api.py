@@ -5,14 +5,16 @@ import json
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-
 from preflight.data.settings import Settings
 from preflight.service.app import create_app
+
 from tests.nas import nb201_archs
 
 CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|nor_conv_3x3~0|none~1|nor_conv_1x1~2|"
-GRAPH = {"nodes": [{"op": "input"}, {"op": "conv", "kernel": 3}, {"op": "skip"}, {"op": "output"}],
-         "edges": [[0, 1], [0, 2], [1, 3], [2, 3]]}
+GRAPH = {
+    "nodes": [{"op": "input"}, {"op": "conv", "kernel": 3}, {"op": "skip"}, {"op": "output"}],
+    "edges": [[0, 1], [0, 2], [1, 3], [2, 3]],
+}
 
 
 @pytest.fixture
@@ -22,8 +24,11 @@ def client(home):
 
 
 def test_accuracy_from_native_notation_and_from_an_explicit_graph(client):
-    items = [{"space": "nb201", "arch": CELL, "dataset": "cifar100"}, {"space": "nb201", "arch": CELL, "dataset": "darcy"},
-             {"space": "opgraph", "arch": GRAPH, "dataset": "cifar100"}]
+    items = [
+        {"space": "nb201", "arch": CELL, "dataset": "cifar100"},
+        {"space": "nb201", "arch": CELL, "dataset": "darcy"},
+        {"space": "opgraph", "arch": GRAPH, "dataset": "cifar100"},
+    ]
     response = client.post("/v1/nas-accuracy/predict", json={"items": items, "coverage": 0.8})
     assert response.status_code == 200, response.text
     cifar, darcy, graph = response.json()["predictions"]
@@ -34,8 +39,16 @@ def test_accuracy_from_native_notation_and_from_an_explicit_graph(client):
 
 
 def test_latency_and_energy_with_intervals_and_unseen_devices_flagged(client):
-    items = [{"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "Raspberry Pi 5", "framework": "litert"},
-             {"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "pixel3"}]
+    items = [
+        {
+            "space": "nb201",
+            "arch": CELL,
+            "dataset": "cifar100",
+            "device": "Raspberry Pi 5",
+            "framework": "litert",
+        },
+        {"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "pixel3"},
+    ]
     response = client.post("/v1/nas-latency/predict", json={"items": items})
     assert response.status_code == 200, response.text
     pi, phone = response.json()["predictions"]
@@ -44,13 +57,33 @@ def test_latency_and_energy_with_intervals_and_unseen_devices_flagged(client):
     assert phone["ood"] and any("qualcomm-snapdragon-845" in w for w in phone["warnings"])
 
 
-@pytest.mark.parametrize(("item", "message"), [
-    ({"space": "nb201", "arch": "|nor_conv_3x3~0|+|none~0|", "dataset": "cifar10"}, "3 cell nodes"),
-    ({"space": "nb201", "arch": "|conv9x9~0|+|none~0|none~1|+|none~0|none~1|none~2|", "dataset": "cifar10"}, "bad NAS-Bench-201 edge"),
-    ({"space": "fbnet", "arch": ["k3_e1"] * 21, "dataset": "imagenet"}, "22 layers"),
-    ({"space": "nb101", "arch": {"adjacency": [[0, 1], [0, 0]], "ops": ["input"]}, "dataset": "cifar10"}, "adjacency must be"),
-    ({"space": "opgraph", "arch": {"nodes": [{"op": "conv"}], "edges": []}, "dataset": "cifar10"}, "'input' node first"),
-])
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"space": "nb201", "arch": "|nor_conv_3x3~0|+|none~0|", "dataset": "cifar10"}, "3 cell nodes"),
+        (
+            {
+                "space": "nb201",
+                "arch": "|conv9x9~0|+|none~0|none~1|+|none~0|none~1|none~2|",
+                "dataset": "cifar10",
+            },
+            "bad NAS-Bench-201 edge",
+        ),
+        ({"space": "fbnet", "arch": ["k3_e1"] * 21, "dataset": "imagenet"}, "22 layers"),
+        (
+            {
+                "space": "nb101",
+                "arch": {"adjacency": [[0, 1], [0, 0]], "ops": ["input"]},
+                "dataset": "cifar10",
+            },
+            "adjacency must be",
+        ),
+        (
+            {"space": "opgraph", "arch": {"nodes": [{"op": "conv"}], "edges": []}, "dataset": "cifar10"},
+            "'input' node first",
+        ),
+    ],
+)
 def test_bad_notation_gets_422_saying_what_is_wrong(client, item, message):
     response = client.post("/v1/nas-accuracy/predict", json={"items": [item]})
     assert response.status_code == 422
@@ -59,8 +92,15 @@ def test_bad_notation_gets_422_saying_what_is_wrong(client, item, message):
 
 
 def test_unknown_space_and_device_are_refused(client):
-    response = client.post("/v1/nas-accuracy/predict", json={"items": [{"space": "darts", "arch": "x", "dataset": "c"}]})
-    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "items", 0, "space"]
+    response = client.post(
+        "/v1/nas-accuracy/predict", json={"items": [{"space": "darts", "arch": "x", "dataset": "c"}]}
+    )
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == [
+        "body",
+        "items",
+        0,
+        "space",
+    ]
     item = {"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "abacus 3000"}
     assert client.post("/v1/nas-latency/predict", json={"items": [item]}).status_code == 404
 
@@ -69,39 +109,68 @@ def test_a_new_device_from_ten_measured_architectures(client):
     """A phone the model never saw runs the (synthetic) cells 4x slower than the Pi: ten shots adapt it."""
     archs = nb201_archs(30, seed=5)
     base = {"dataset": "cifar100", "device": "pixel3", "space": "nb201"}
-    before = client.post("/v1/nas-latency/predict", json={"items": [base | {"arch": a} for a in archs]}).json()
+    before = client.post(
+        "/v1/nas-latency/predict", json={"items": [base | {"arch": a} for a in archs]}
+    ).json()
     slow = [4 * p["latency_ms"]["value"] for p in before["predictions"]]
-    shots = [{"space": "nb201", "arch": a, "dataset": "cifar100", "latency_ms": v} for a, v in zip(archs[:10], slow[:10])]
-    registered = client.post("/v1/devices", json={"device": "pixel3", "task": "nas-latency", "measurements": shots})
+    shots = [
+        {"space": "nb201", "arch": a, "dataset": "cifar100", "latency_ms": v}
+        for a, v in zip(archs[:10], slow[:10])
+    ]
+    registered = client.post(
+        "/v1/devices", json={"device": "pixel3", "task": "nas-latency", "measurements": shots}
+    )
     assert registered.status_code == 201 and registered.json()["measurements"] == {"nas-latency": 10}
-    after = client.post("/v1/nas-latency/predict", json={"items": [base | {"arch": a} for a in archs[10:]]}).json()
-    error = np.median([abs(e["latency_ms"]["value"] / t - 1) for e, t in zip(after["predictions"], slow[10:])])
+    after = client.post(
+        "/v1/nas-latency/predict", json={"items": [base | {"arch": a} for a in archs[10:]]}
+    ).json()
+    error = np.median(
+        [abs(e["latency_ms"]["value"] / t - 1) for e, t in zip(after["predictions"], slow[10:])]
+    )
     assert error < 0.3  # 0.75 before the shots
     assert not any("has no measurements" in w for e in after["predictions"] for w in e["warnings"])
 
 
-@pytest.mark.parametrize("arch", [
-    '{"nodes": ["input", "output"], "edges": []}',                                    # nodes that are not objects
-    '{"nodes": [{"op": "input"}, {"op": "conv", "kernel": 1e400}, {"op": "output"}], "edges": []}',  # infinity
-    '{"nodes": [{"op": "input"}, {"op": "output"}], "edges": [[0, 1e400]]}',
-    json.dumps({"nodes": [{"op": "input"}] + [{"op": "skip"}] * 300 + [{"op": "output"}], "edges": []}),  # too large
-])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        '{"nodes": ["input", "output"], "edges": []}',  # nodes that are not objects
+        '{"nodes": [{"op": "input"}, {"op": "conv", "kernel": 1e400}, {"op": "output"}], "edges": []}',  # infinity
+        '{"nodes": [{"op": "input"}, {"op": "output"}], "edges": [[0, 1e400]]}',
+        json.dumps(
+            {"nodes": [{"op": "input"}] + [{"op": "skip"}] * 300 + [{"op": "output"}], "edges": []}
+        ),  # too large
+    ],
+)
 def test_hostile_op_graphs_get_422_not_500(client, arch):
-    body = '{"items": [{"space": "opgraph", "dataset": "c", "arch": %s}]}' % arch  # 1e400 is JSON, but not to json=
-    response = client.post("/v1/nas-accuracy/predict", content=body, headers={"content-type": "application/json"})
+    body = (
+        '{"items": [{"space": "opgraph", "dataset": "c", "arch": %s}]}' % arch
+    )  # 1e400 is JSON, but not to json=
+    response = client.post(
+        "/v1/nas-accuracy/predict", content=body, headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "items", 0, "arch"]
 
 
 def test_unknown_dataset_and_unmeasured_target_are_flagged(client):
-    (unknown,) = client.post("/v1/nas-accuracy/predict", json={"items": [
-        {"space": "nb201", "arch": CELL, "dataset": "mnist"}]}).json()["predictions"]
+    (unknown,) = client.post(
+        "/v1/nas-accuracy/predict", json={"items": [{"space": "nb201", "arch": CELL, "dataset": "mnist"}]}
+    ).json()["predictions"]
     assert unknown["ood"] and any("dataset=mnist" in w for w in unknown["warnings"])
-    item = {"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "Raspberry Pi 5", "framework": "litert",
-            "batch_size": 10 ** 7}
+    item = {
+        "space": "nb201",
+        "arch": CELL,
+        "dataset": "cifar100",
+        "device": "Raspberry Pi 5",
+        "framework": "litert",
+        "batch_size": 10**7,
+    }
     assert client.post("/v1/nas-latency/predict", json={"items": [item]}).status_code == 422
 
 
 def test_accuracy_measurements_are_refused_with_a_reason(client):
     shots = [{"space": "nb201", "arch": CELL, "dataset": "cifar100", "accuracy": 0.7}]
-    response = client.post("/v1/devices", json={"device": "pixel3", "task": "nas-accuracy", "measurements": shots})
+    response = client.post(
+        "/v1/devices", json={"device": "pixel3", "task": "nas-accuracy", "measurements": shots}
+    )
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "task"]
