@@ -1,13 +1,19 @@
 """Every error a caller of preflight should handle, in one tree.
 
 PreflightError
+├── UsageError         an option or argument that cannot work (a family the task lacks,
+│                      an unknown split, --train without --test)           → 400 / CLI exit 2
 ├── DataError          a source file that cannot be read or validated      → 422 / CLI exit 1
-├── UnknownTask        lists the known task names                          → 404
-├── UnknownDevice      lists close matches from the catalogue              → 404
+├── UnknownTask        lists the known task names                          → 404 / CLI exit 2
+├── UnknownDevice      lists close matches from the catalogue, and the
+│                      items of a batch that name it                       → 404 / CLI exit 1
 ├── DeviceConflict     a registration claims a name another device owns    → 409
-└── NotTrained         says which `preflight train ...` to run             → 503
+└── ModelStateError    a model that cannot answer as asked (no scores
+    │                  for a target, too few groups to calibrate)          → 409 / CLI exit 1
+    └── NotTrained     says which `preflight train ...` to run             → 503
 
-The service maps the tree to HTTP in one handler; the CLI prints ``TypeName: message``.
+The service maps the tree to HTTP in one handler; the CLI prints ``TypeName: message`` once, in
+one wrapper, and exits 2 for usage errors, 1 for the rest.
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ class PreflightError(Exception):
     """Base of every error preflight raises on purpose."""
 
 
+class UsageError(PreflightError):
+    """An option, argument or combination of them that cannot work."""
+
+
 class DataError(PreflightError):
     """A source file is missing, malformed, or has no usable rows."""
 
 
-class UnknownTask(PreflightError):
+class UnknownTask(UsageError):
     """A task name that the registry does not hold."""
 
     def __init__(self, name: str, known: list[str]) -> None:
@@ -32,17 +42,26 @@ class UnknownTask(PreflightError):
 class UnknownDevice(PreflightError):
     """A device name that the catalogue cannot resolve."""
 
-    def __init__(self, name: str, close: list[str]) -> None:
-        self.name, self.close = name, close
+    def __init__(self, name: str, close: list[str], items: list[int] | None = None) -> None:
+        self.name, self.close, self.items = name, close, items or []
         hint = f"; close matches: {', '.join(close)}" if close else "; GET /v1/devices lists them all"
-        super().__init__(f"unknown device {name!r}{hint}")
+        where = f" (items {', '.join(map(str, self.items[:20]))})" if self.items else ""
+        super().__init__(f"unknown device {name!r}{where}{hint}")
+
+    def at(self, items: list[int]) -> UnknownDevice:
+        """The same error, naming the items (by position in the request) that carry the name."""
+        return UnknownDevice(self.name, self.close, items)
 
 
 class DeviceConflict(PreflightError):
     """A device registration whose id, name or alias already belongs to another device."""
 
 
-class NotTrained(PreflightError):
+class ModelStateError(PreflightError):
+    """A trained model that cannot answer as asked, or data too thin to calibrate one."""
+
+
+class NotTrained(ModelStateError):
     """A task has no champion model yet."""
 
     def __init__(self, task: str) -> None:

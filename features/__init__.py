@@ -1,31 +1,132 @@
-"""Turning canonical rows into model inputs. Pure functions, no I/O."""
+"""Turning canonical rows into model inputs. Pure functions, no I/O.
+
+A featurizer is ``(rows, catalogue) -> Features``. Besides the table every family can read, it fills
+what non-tabular families need: ``graphs`` (a graph per distinct item, e.g. an architecture's op graph
+or an HLS program's) and ``sequences`` (a window of a metric trace per row). Columns of ``X`` named
+``ctx_*`` are the *context* of such an input (dataset, device, batch size): a GNN or a sequence model
+joins them with its embedding of the graph or the sequence.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import pandas as pd
+
+#: ``X`` columns with this prefix are the context that graph and sequence families join to their embedding.
+CONTEXT_PREFIX = "ctx_"
+
+#: A graph as arrays: node features ``[nodes, channels]`` (float32) and edges ``[2, edges]`` (int64).
+GraphArrays = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass
+class Graphs:
+    """One graph per distinct item and, per row, the index of its graph.
+
+    Graphs are built on first use (``build(key)`` per distinct key, then cached), so a featurizer can
+    offer them at no cost to the families that never read them. ``data()`` gives them as
+    ``torch_geometric.data.Data``; ``arrays`` as numpy (node features, edge index).
+    """
+
+    keys: Sequence[Hashable]
+    index: np.ndarray
+    build: Callable[[Any], GraphArrays]
+    _built: list[GraphArrays] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, keys: Sequence[Hashable], build: Callable[[Any], GraphArrays]) -> Graphs:
+        """Graphs of a key per row: each distinct key becomes one graph."""
+        codes, distinct = pd.factorize(pd.Series(list(keys), dtype=object))
+        return cls(list(distinct), codes.astype(np.int64), build)
+
+    @classmethod
+    def from_arrays(cls, arrays: list[GraphArrays], index: np.ndarray) -> Graphs:
+        return cls(list(range(len(arrays))), np.asarray(index, dtype=np.int64), arrays.__getitem__, arrays)
+
+    @property
+    def arrays(self) -> list[GraphArrays]:
+        if self._built is None:
+            self._built = [self.build(key) for key in self.keys]
+        return self._built
+
+    @property
+    def channels(self) -> int:
+        """Node feature channels (``in_channels`` of a graph layer)."""
+        return int(self.arrays[0][0].shape[1]) if len(self.keys) else 0
+
+    def data(self) -> list:
+        """The graphs as ``torch_geometric.data.Data`` (``x``, ``edge_index``)."""
+        import torch
+        from torch_geometric.data import Data
+
+        return [Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(e)) for x, e in self.arrays]
+
+    def take(self, rows: np.ndarray) -> Graphs:
+        return Graphs(self.keys, self.index[rows], self.build, self._built)
+
+    @staticmethod
+    def concat(parts: list[Graphs]) -> Graphs:
+        offsets = np.cumsum([0] + [len(p.keys) for p in parts[:-1]])
+        arrays = [a for p in parts for a in p.arrays]
+        return Graphs.from_arrays(arrays, np.concatenate([p.index + o for p, o in zip(parts, offsets)]))
+
+
+@dataclass
+class Sequences:
+    """A float window per row, ``values[rows, time, channels]``, with ``mask[rows, time]`` true where
+    a step was measured (shorter windows are padded at the end)."""
+
+    values: np.ndarray
+    mask: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Sequences:
+        return Sequences(self.values[rows], self.mask[rows])
+
+    @staticmethod
+    def concat(parts: list[Sequences]) -> Sequences:
+        steps = max(p.values.shape[1] for p in parts)
+
+        def pad(a: np.ndarray) -> np.ndarray:
+            return np.pad(a, [(0, 0), (0, steps - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+
+        return Sequences(
+            np.concatenate([pad(p.values) for p in parts]), np.concatenate([pad(p.mask) for p in parts])
+        )
 
 
 @dataclass
 class Features:
     """What a featurizer returns.
 
-    ``X`` holds the model inputs; ``reference`` a per-target scale the model may predict relative to
-    (e.g. the roofline time for ``runtime_ms``); ``meta`` the non-input columns that splits, the
-    out-of-distribution envelope and few-shot adaptation use (device id, shape...).
+    ``X`` holds the tabular model inputs; ``reference`` a per-target scale the model may predict
+    relative to (e.g. the roofline time for ``runtime_ms``); ``meta`` the non-input columns that
+    splits, the out-of-distribution envelope and few-shot adaptation use (the columns a Task names:
+    device, groups, stratum); ``graphs`` and ``sequences`` the inputs of graph and sequence families.
     """
 
     X: pd.DataFrame
     reference: pd.DataFrame
     meta: pd.DataFrame
+    graphs: Graphs | None = None
+    sequences: Sequences | None = None
 
-    def take(self, index) -> Features:
+    def take(self, index: np.ndarray | list[int]) -> Features:
         """Rows by position, as a new Features."""
+        index = np.asarray(index, dtype=np.int64)
+
+        def rows(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame.iloc[index].reset_index(drop=True)
+
         return Features(
-            self.X.iloc[index].reset_index(drop=True),
-            self.reference.iloc[index].reset_index(drop=True),
-            self.meta.iloc[index].reset_index(drop=True),
+            rows(self.X),
+            rows(self.reference),
+            rows(self.meta),
+            None if self.graphs is None else self.graphs.take(index),
+            None if self.sequences is None else self.sequences.take(index),
         )
 
 
@@ -35,4 +136,12 @@ def concat(parts: list[Features]) -> Features:
     def stack(attr: str) -> pd.DataFrame:
         return pd.concat([getattr(p, attr) for p in parts], ignore_index=True)
 
-    return Features(stack("X"), stack("reference"), stack("meta"))
+    graphs = [p.graphs for p in parts if p.graphs is not None]
+    sequences = [p.sequences for p in parts if p.sequences is not None]
+    return Features(
+        stack("X"),
+        stack("reference"),
+        stack("meta"),
+        Graphs.concat(graphs) if len(graphs) == len(parts) else None,
+        Sequences.concat(sequences) if len(sequences) == len(parts) else None,
+    )

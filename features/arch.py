@@ -1,8 +1,8 @@
 """NAS features: architecture encodings (a flat table for trees, node features for GNNs)
 and the context an architecture is measured in (dataset, device spec sheet, batch size, runtime).
 
-``X`` columns are named ``arch_*`` (the architecture) and ``ctx_*`` (the context); a GNN reads the
-architecture from ``meta`` (``space``, ``arch``) and only the ``ctx_*`` columns from ``X``.
+``X`` columns are named ``arch_*`` (the architecture) and ``ctx_*`` (the context); ``graphs`` holds
+each distinct architecture's op graph, which a GNN reads with only the ``ctx_*`` columns of ``X``.
 Everything is computed per distinct architecture and cached: scoring a whole space for one device
 parses each architecture once.
 """
@@ -17,11 +17,12 @@ import pandas as pd
 from preflight.data import arch
 from preflight.data.arch import OPS, SPACES, Node, OpGraph
 from preflight.data.catalogue import Catalogue
-from preflight.features import Features, device
+from preflight.features import Features, GraphArrays, Graphs, device
 
 #: Relative-depth bins of the flat encoding (positions carry meaning in chain spaces like FBNet).
 DEPTH_BINS = 8
-CONTEXT_PREFIX = "ctx_"
+#: Kernel, expansion and groups are divided by this in graph node features, to sit near the one-hot's scale.
+SIZE_SCALE = 8.0
 #: Fixed vocabularies (never fitted per split); a value outside them is NaN and flagged as unseen.
 DATASETS = (
     "cifar10",
@@ -178,6 +179,17 @@ def node_features(g: OpGraph) -> np.ndarray:
     return x
 
 
+@lru_cache(maxsize=100_000)
+def graph_arrays(key: str) -> GraphArrays:
+    """The op graph of ``"<space>\\0<notation>"``: node features (sizes scaled) and edges both ways."""
+    space, notation = key.split("\0", 1)
+    g = arch.parse(space, notation)
+    x = node_features(g)
+    x[:, len(OPS) :] /= SIZE_SCALE
+    edges = np.array(g.edges, dtype=np.int64).reshape(-1, 2).T
+    return x, np.concatenate([edges, edges[::-1]], axis=1)
+
+
 def codes(values: pd.Series, vocabulary: tuple[str, ...]) -> np.ndarray:
     """Each value's position in a fixed vocabulary (case-insensitive); NaN outside it."""
     lookup = {v.lower(): float(i) for i, v in enumerate(vocabulary)}
@@ -211,7 +223,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         else np.ones(len(rows))
     )
     framework = text(rows, "framework")
-    peak = np.array([np.nan if s is None else s.peak_tflops["fp32"] for s in specs], dtype=float)
+    peak = np.array([np.nan if s is None else s.peak_tflops.get("fp32", np.nan) for s in specs], dtype=float)
     context = pd.DataFrame(
         {
             "ctx_dataset": codes(rows["dataset"], DATASETS),
@@ -250,4 +262,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     reference = pd.DataFrame(
         np.nan, index=X.index, columns=list(TARGETS)
     )  # no reference scale for any NAS target
-    return Features(X=X, reference=reference, meta=meta)
+    graphs = Graphs.of(
+        list(pd.Series(spaces, dtype=str) + "\0" + pd.Series(notations, dtype=str)), graph_arrays
+    )
+    return Features(X=X, reference=reference, meta=meta, graphs=graphs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from preflight.data.catalogue import Catalogue, DeviceSpec
 
-KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3}
+#: Codes of device kinds (fixed: trained models read them); a device known only by measurements has none.
+KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3, "fpga": 4, "vm-host": 5}
 SPEC_FIELDS = ("memory_bandwidth_gbs", "compute_units", "boost_clock_mhz", "tdp_w", "llc_mb", "year")
 
 
@@ -26,4 +27,4 @@ def spec_columns(specs: list[DeviceSpec | None]) -> dict[str, np.ndarray]:
 
 
 def kind_codes(specs: list[DeviceSpec | None]) -> np.ndarray:
-    return np.array([np.nan if s is None else KINDS[s.kind] for s in specs])
+    return np.array([np.nan if s is None else KINDS.get(s.kind, np.nan) for s in specs])

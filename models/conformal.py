@@ -1,8 +1,8 @@
 """Split-conformal intervals on a target's own scale.
 
 The conformity score of a calibration point is ``|r|`` with ``r`` the residual on the target's
-scale (``targets.residual``): ``log y - log ŷ`` for positive targets, whose intervals are then
-relative (``ŷ · exp(±q)``), and ``y - ŷ`` for absolute targets (``ŷ ± q``). ``q`` is the
+scale (``Target.residual``): ``log y - log ŷ`` on a log scale, whose intervals are then relative
+(``ŷ · exp(±q)``), and ``y - ŷ`` on the identity scale (``ŷ ± q``). ``q`` is the
 ``⌈(n+1)c⌉``-th smallest score for coverage ``c``. Scores are kept sorted, so any coverage can be
 asked for at prediction time.
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from preflight.models.families import targets
+from preflight.data.errors import ModelStateError
+from preflight.models.targets import Target
 
 #: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate, or of
 #: 1/NEIGHBOUR_SHARE of the rows when that is more. Measured on local-curves (400 runs, held out by
@@ -28,14 +29,14 @@ from preflight.models.families import targets
 NEIGHBOURS, NEIGHBOUR_SHARE = 30, 40
 
 
-class NotConformalized(RuntimeError):
+class NotConformalized(ModelStateError):
     """`interval` was called before `conformalize`."""
 
 
 class Conformal:
     """Staged like MAPIE's SplitConformalRegressor: conformalize, then ask for intervals."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: Target) -> None:
         self.target = target
         self.scores_: np.ndarray | None = None
         self.residuals_: np.ndarray | None = None  # signed, in the order of their estimates
@@ -44,9 +45,9 @@ class Conformal:
     def residual(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         """Signed residuals on the target's scale."""
         y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
-        if not targets.is_absolute(self.target) and (np.any(y_true <= 0) or np.any(y_pred <= 0)):
-            raise ValueError(f"the relative score of {self.target!r} needs y_true > 0 and y_pred > 0")
-        return targets.residual(self.target, y_true, y_pred)
+        if not (self.target.present(y_true).all() and self.target.present(y_pred).all()):
+            raise ValueError(f"scores on the {self.target.scale} scale need values inside its domain")
+        return self.target.residual(y_true, y_pred)
 
     def score(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         return np.abs(self.residual(y_true, y_pred))
@@ -56,9 +57,9 @@ class Conformal:
 
     @classmethod
     def from_residuals(
-        cls, target: str, residuals, estimates=None, into: Conformal | None = None
+        cls, target: Target, residuals, estimates=None, into: Conformal | None = None
     ) -> Conformal:
-        """A calibrator from signed residuals (``targets.residual``) and the estimates they belong to
+        """A calibrator from signed residuals (``Target.residual``) and the estimates they belong to
         (none: every residual is a neighbour of every estimate)."""
         calibrator = into or cls(target)
         residuals = np.asarray(residuals, dtype=float)
@@ -69,7 +70,7 @@ class Conformal:
         return calibrator
 
     @classmethod
-    def from_scores(cls, target: str, scores) -> Conformal:
+    def from_scores(cls, target: Target, scores) -> Conformal:
         """A calibrator from conformity scores computed elsewhere (saved state, few-shot residuals)."""
         calibrator = cls(target)
         calibrator.scores_ = np.sort(np.asarray(scores, dtype=float))
@@ -94,22 +95,19 @@ class Conformal:
         n = len(self.residuals_)
         k = min(n, max(NEIGHBOURS, n // NEIGHBOUR_SHARE))
         y_pred = np.atleast_1d(np.asarray(y_pred, float))
-        needed = targets.residual(self.target, np.asarray(threshold, float), y_pred)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a threshold outside the scale's domain
+            needed = self.target.residual(np.asarray(threshold, float), y_pred)
         needed = np.broadcast_to(needed, y_pred.shape)
         first = np.clip(np.searchsorted(self.estimates_, y_pred) - k // 2, 0, n - k)
         above = np.array(
             [np.count_nonzero(self.residuals_[f : f + k] > need) for f, need in zip(first, needed)]
         )
         p = np.clip(above / k, 1 / (k + 1), k / (k + 1))
-        bound = targets.UPPER_BOUND.get(self.target, np.inf)
+        bound = np.inf if self.target.upper is None else self.target.upper
         return np.where(np.broadcast_to(np.asarray(threshold, float), p.shape) >= bound, 0.0, p)
 
     def interval(
         self, y_pred: np.ndarray, coverage: float, scale: float = 1.0
     ) -> tuple[np.ndarray, np.ndarray]:
         """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a spread)."""
-        q = self.quantile(coverage) * scale
-        y_pred = np.asarray(y_pred, float)
-        if targets.is_absolute(self.target):
-            return y_pred - q, y_pred + q
-        return y_pred * math.exp(-q) if math.isfinite(q) else np.zeros_like(y_pred), y_pred * math.exp(q)
+        return self.target.interval(y_pred, self.quantile(coverage) * scale)

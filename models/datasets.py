@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.errors import DataError
+from preflight.data.errors import DataError, UnknownDevice
 from preflight.data.settings import Settings
 from preflight.data.store import TableStore
 from preflight.models.task import Task
+
+log = logging.getLogger("preflight.data")
 
 
 @dataclass
@@ -54,7 +57,31 @@ def task_data(
     for source, path in paths.items():
         rows, checksums[source] = load_source(source, path, settings, catalogue)
         rows = task.rows(rows)
+        register_measured_devices(task, rows, catalogue, persist=True)
         if max_rows_per_source is not None and len(rows) > max_rows_per_source:
             rows = rows.sample(max_rows_per_source, random_state=seed)
         frames.append(rows)
     return TaskData(pd.concat(frames, ignore_index=True), checksums)
+
+
+def register_measured_devices(
+    task: Task, rows: pd.DataFrame, catalogue: Catalogue, persist: bool
+) -> list[str]:
+    """Make the device names of rows that the catalogue cannot resolve known as devices without a spec
+    sheet, when the task learns such devices from their measurements (HELP's FPGA); returns them.
+    ``persist`` keeps them in the user's catalogue (a trained model answers for them), else they live
+    in this process only (an evaluation's test file)."""
+    if not task.measured_devices or "device" not in rows:
+        return []
+    unknown = []
+    for name in rows["device"].dropna().astype(str).unique():
+        try:
+            catalogue.resolve(name)
+        except UnknownDevice:
+            catalogue.register(DeviceSpec.known_by_measurements(name), persist=persist)
+            unknown.append(name)
+    if unknown:
+        log.warning(
+            "%s: no spec sheet for %s; learned from their measurements alone", task.name, ", ".join(unknown)
+        )
+    return unknown

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from preflight.data.catalogue import Catalogue
 from preflight.data.nas import CurveItem
+from preflight.models.inference import predict_items
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
 
@@ -69,8 +70,8 @@ def decide(
             False,
             [],
         )
-    features = task.featurize(task.items_to_rows([item]), catalogue)
-    estimates = predictor.predict(features, coverage)
+    prediction = predict_items(task, predictor, catalogue, [item], coverage)
+    features, estimates = prediction.features, prediction.estimates
     record = estimates.records()[0]
     target = task.primary_target
     if incumbent is None:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
+from preflight.data.errors import UsageError
 from preflight.features import Features
 from preflight.models import metrics
-from preflight.models.families import targets
-from preflight.models.families.targets import present
+from preflight.models.datasets import register_measured_devices
 from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.task import Task
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
@@ -40,14 +40,8 @@ def _fit(
     seed: int,
     params: dict | None = None,
 ) -> Predictor:
-    predictor = Predictor(task.name, family, seed=seed, params=params if family != task.baseline else None)
+    predictor = Predictor(task, family, seed=seed, params=params if family != task.baseline else None)
     return predictor.fit(features, Y, task.group_values(features.meta, group))
-
-
-def target_frame(task: Task, rows: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame(
-        {t: pd.to_numeric(rows[t], errors="coerce") if t in rows else np.nan for t in task.targets}
-    )
 
 
 def _concat(parts: list[Estimates]) -> Estimates:
@@ -62,7 +56,7 @@ def _splits(groups: pd.Series, seed: int, train_size: int | None):
         rng = np.random.default_rng(seed)
         unique = groups.unique()
         if train_size >= len(unique):
-            raise ValueError(f"--train-size {train_size} leaves no test groups (there are {len(unique)})")
+            raise UsageError(f"--train-size {train_size} leaves no test groups (there are {len(unique)})")
         chosen = set(rng.choice(unique, size=train_size, replace=False))
         mask = groups.isin(chosen).to_numpy()
         return [(np.flatnonzero(mask), np.flatnonzero(~mask))]
@@ -84,7 +78,8 @@ def cross_validate(
 ) -> Outcome:
     """Out-of-fold estimates where each fold holds out whole groups."""
     rows = task.rows(rows)
-    features, Y = task.featurize(rows, catalogue), target_frame(task, rows)
+    register_measured_devices(task, rows, catalogue, persist=False)
+    features, Y = task.featurize(rows, catalogue), task.target_frame(rows)
     groups = task.group_values(features.meta, group)
     model_parts, baseline_parts, order = [], [], []
     splits = _splits(groups, seed, train_size)
@@ -120,9 +115,14 @@ def train_test(
 ) -> Outcome:
     """Fit on one file, test on another; with ``shots``, K rows per test device are given as measurements."""
     train_rows, test_rows = task.rows(train_rows), task.rows(test_rows)
-    train_f, train_y = task.featurize(train_rows, catalogue), target_frame(task, train_rows)
-    test_f, test_y = task.featurize(test_rows, catalogue), target_frame(task, test_rows)
-    shot_rows = _shot_rows(test_f.meta["device_id"], shots, seed)
+    for rows in (train_rows, test_rows):
+        register_measured_devices(task, rows, catalogue, persist=False)
+    train_f, train_y = task.featurize(train_rows, catalogue), task.target_frame(train_rows)
+    test_f, test_y = task.featurize(test_rows, catalogue), task.target_frame(test_rows)
+    if shots and task.device_column is None:
+        raise UsageError(f"--shots adapts to a device's measurements; task {task.name!r} has no devices")
+    devices = test_f.meta[task.device_column] if task.device_column else task.group_values(test_f.meta, group)
+    shot_rows = _shot_rows(devices, shots, seed)
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
     estimates = []
     for name in (family, task.baseline):
@@ -135,7 +135,7 @@ def train_test(
     return Outcome(
         test_y.iloc[keep].reset_index(drop=True),
         *estimates,
-        test_f.meta["device_id"].iloc[keep].reset_index(drop=True),
+        devices.iloc[keep].reset_index(drop=True),
         keep,
         len(train_rows),
     )
@@ -152,18 +152,19 @@ def _shot_rows(devices: pd.Series, shots: int, seed: int) -> np.ndarray:
     return np.sort(np.concatenate(chosen)).astype(int)
 
 
-def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = False) -> dict:
+def target_metrics(task: Task, outcome: Outcome, estimates: Estimates, by_group: bool = False) -> dict:
     """Metrics per target; with ``by_group``, keyed by group (device) with a ``mean`` entry."""
     out = {}
     for target in estimates.value.columns:
-        ok = present(target, outcome.y[target]) & estimates.value[target].notna().to_numpy()
+        relative = task.targets[target].relative
+        ok = task.targets[target].present(outcome.y[target]) & estimates.value[target].notna().to_numpy()
         if not ok.any():
             continue
         if not by_group:
-            out[target] = _metrics_on(outcome, estimates, target, ok)
+            out[target] = _metrics_on(outcome, estimates, target, ok, relative)
             continue
         per_group = {
-            str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy())
+            str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy(), relative)
             for g in outcome.groups[ok].unique()
         }
         keys = set.intersection(*(set(m) for m in per_group.values()))
@@ -172,13 +173,15 @@ def target_metrics(outcome: Outcome, estimates: Estimates, by_group: bool = Fals
     return out
 
 
-def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray) -> dict:
+def _metrics_on(
+    outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray, relative: bool
+) -> dict:
     return metrics.regression(
         outcome.y[target][rows],
         estimates.value[target][rows],
         estimates.low[target][rows],
         estimates.high[target][rows],
-        relative=not targets.is_absolute(target),
+        relative=relative,
     )
 
 
@@ -193,6 +196,9 @@ def report(
         "split": split,
         "n_train": outcome.n_train,
         "n_test": len(outcome.y),
-        "metrics": target_metrics(outcome, outcome.model, by_group),
-        "baseline": {"name": task.baseline, "metrics": target_metrics(outcome, outcome.baseline, by_group)},
+        "metrics": target_metrics(task, outcome, outcome.model, by_group),
+        "baseline": {
+            "name": task.baseline,
+            "metrics": target_metrics(task, outcome, outcome.baseline, by_group),
+        },
     }

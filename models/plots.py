@@ -7,12 +7,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from preflight.models.families.targets import is_absolute  # noqa: E402
+from preflight.models.targets import Target  # noqa: E402
 
 
-def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str) -> plt.Figure:
+def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(5, 5))
-    absolute = is_absolute(target)
+    absolute = not spec.relative
     ok = y.notna() & pred.notna() if absolute else (y > 0) & (pred > 0)
     (ax.plot if absolute else ax.loglog)(y[ok], pred[ok], ".", alpha=0.3, markersize=3)
     lo, hi = float(min(y[ok].min(), pred[ok].min())), float(max(y[ok].max(), pred[ok].max()))
@@ -29,9 +29,15 @@ LABEL_CHARS = 40
 
 
 def error_by_group(
-    y: pd.Series, pred: pd.Series, groups: pd.Series, target: str, by: str = "group", top: int = 30
+    y: pd.Series,
+    pred: pd.Series,
+    groups: pd.Series,
+    target: str,
+    spec: Target,
+    by: str = "group",
+    top: int = 30,
 ) -> plt.Figure:
-    absolute = is_absolute(target)
+    absolute = not spec.relative
     error = (pred - y).abs() if absolute else (pred - y).abs() / y * 100
     per_group = error.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
     fig, ax = plt.subplots(figsize=(7, max(3, 0.25 * len(per_group))))

@@ -1,15 +1,22 @@
-"""The one abstraction: a Task is a declarative spec that train, evaluate, serve and the CLI all read."""
+"""The one abstraction: a Task is a declarative spec that train, evaluate, serve and the CLI all read.
+
+Tasks are found, not listed: every module of the ``preflight.models.tasks`` package (any folder on
+its ``__path__``) is imported on first use and registers its tasks with ``register``.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import get_args
+from typing import Any, get_args
 
 import pandas as pd
 from preflight.data.catalogue import Catalogue
-from preflight.data.errors import UnknownTask
+from preflight.data.errors import UnknownTask, UsageError
 from preflight.features import Features
+from preflight.models.targets import Target
 from pydantic import BaseModel
 
 
@@ -17,14 +24,24 @@ from pydantic import BaseModel
 class Task:
     """What a task predicts, from what, and how to split its data honestly.
 
-    ``groups`` maps a split name (``shape``, ``device``...) to the ``Features.meta`` columns whose
-    values form a group; ``group_key`` is the default split. ``metric`` on the first target decides
-    promotions (lower is better, except for ``metrics.HIGHER_IS_BETTER``: rank correlations, r2...).
+    ``targets`` declares each predicted quantity with its unit and scale. ``groups`` maps a split name
+    (``shape``, ``device``...) to the ``Features.meta`` columns whose values form a group;
+    ``group_key`` is the default split. ``metric`` on the first target decides promotions (lower is
+    better, except for ``metrics.HIGHER_IS_BETTER``: rank correlations, r2...).
+
+    Meta columns with a role: ``device_column`` names the device (setting) a row was measured on
+    (``None`` for a task without devices: no few-shot adaptation and no unseen-device calibration);
+    ``machine_column`` the machine, when one machine has several settings (a GPU at several batch
+    sizes), so that calibration holds them out together; ``stratum_column`` the calibration stratum
+    (rows that err differently get their own scores); ``seen_columns`` further columns whose values
+    never seen in training are flagged out of distribution. ``measured_devices``: a device the
+    catalogue does not know can be learned from its measurements alone (its spec-sheet features are
+    missing); otherwise an unknown device name is an error.
     """
 
     name: str
     item: type[BaseModel]
-    targets: dict[str, str]
+    targets: dict[str, Target]
     sources: tuple[str, ...]
     featurize: Callable[[pd.DataFrame, Catalogue], Features]
     groups: dict[str, tuple[str, ...]]
@@ -34,6 +51,11 @@ class Task:
     #: the simple family every evaluation reports beside the model
     baseline: str
     metric: str = "mape"
+    device_column: str | None = "device_id"
+    machine_column: str | None = None
+    stratum_column: str | None = "stratum"
+    seen_columns: tuple[str, ...] = ()
+    measured_devices: bool = False
     #: sources sampled down to this many rows when training the service's default model
     max_rows_per_source: int = 20_000
     #: the rows of a canonical table this task learns from (e.g. one row per architecture); all by default
@@ -43,11 +65,20 @@ class Task:
     def primary_target(self) -> str:
         return next(iter(self.targets))
 
+    @property
+    def machine(self) -> str | None:
+        """The meta column that holds out a machine with all its settings."""
+        return self.machine_column or self.device_column
+
+    @property
+    def envelope_columns(self) -> tuple[str, ...]:
+        return ((self.device_column,) if self.device_column else ()) + self.seen_columns
+
     def family(self, name: str | None) -> str:
         """The named family (or the default), refused unless this task supports it."""
         name = name or self.default_family
         if name not in self.families:
-            raise ValueError(
+            raise UsageError(
                 f"task {self.name!r} has no family {name!r}; its families: {', '.join(self.families)}"
             )
         return name
@@ -56,7 +87,7 @@ class Task:
         """The rows of a loaded table this task learns from, with a fresh index."""
         return (self.select(table) if self.select else table).reset_index(drop=True)
 
-    def items_to_rows(self, items: list[BaseModel]) -> pd.DataFrame:
+    def items_to_rows(self, items: list[Any]) -> pd.DataFrame:
         """API/CLI items as a canonical table; nested models (a kernel configuration) become columns."""
         nested = _nested_model_fields(self.item)
         records = []
@@ -70,14 +101,19 @@ class Task:
     def group_values(self, meta: pd.DataFrame, group: str) -> pd.Series:
         """The group label of each row for a named split."""
         if group not in self.groups:
-            raise ValueError(f"task {self.name!r} has no split {group!r}; known: {', '.join(self.groups)}")
-        parts = [
-            meta[column].astype(str).fillna("") for column in self.groups[group]
-        ]  # pandas 3 keeps NaN in str
+            raise UsageError(f"task {self.name!r} has no split {group!r}; known: {', '.join(self.groups)}")
+        parts = [meta[column].astype(str).fillna("") for column in self.groups[group]]  # pandas 3 keeps NaN
         label = parts[0]
         for part in parts[1:]:
             label = label + "|" + part
         return label
+
+    def target_frame(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The measured targets of canonical rows (NaN where a row lacks one)."""
+        return pd.DataFrame(
+            {t: pd.to_numeric(rows[t], errors="coerce") if t in rows else float("nan") for t in self.targets},
+            index=rows.index,
+        ).reset_index(drop=True)
 
 
 def _nested_model_fields(model: type[BaseModel]) -> list[str]:
@@ -95,22 +131,26 @@ TASKS: dict[str, Task] = {}
 
 
 def register(task: Task) -> Task:
+    """Add a task to the registry (a task module calls this when it is imported)."""
     TASKS[task.name] = task
     return task
 
 
 def get_task(name: str) -> Task:
-    _load_builtin_tasks()
+    _discover()
     if name not in TASKS:
         raise UnknownTask(name, sorted(TASKS))
     return TASKS[name]
 
 
 def all_tasks() -> list[Task]:
-    _load_builtin_tasks()
+    _discover()
     return list(TASKS.values())
 
 
-def _load_builtin_tasks() -> None:
-    import preflight.models.tasks.gemm  # noqa: F401  (each registers itself)
-    import preflight.models.tasks.nas  # noqa: F401
+def _discover() -> None:
+    """Import every module of the tasks package not imported yet (each registers its tasks)."""
+    import preflight.models.tasks as package
+
+    for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+        importlib.import_module(module.name)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from preflight.data.errors import NotTrained
 from preflight.data.settings import Settings
+from preflight.models import artifacts
 from preflight.models.metrics import higher_is_better
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
@@ -91,7 +92,7 @@ def log_run(
         mlflow_client.log_dict(run_id, report, "report.json")
     if predictor is not None:
         with tempfile.TemporaryDirectory() as tmp:
-            predictor.save(Path(tmp))
+            artifacts.save(predictor, Path(tmp))
             mlflow_client.log_artifacts(run_id, tmp, artifact_path="predictor")
     mlflow_client.set_terminated(run_id)
     return run_id
@@ -166,7 +167,7 @@ def load_champion(settings: Settings, task: str) -> tuple[Predictor, ModelInfo]:
         raise NotTrained(task) from exc
     info = ModelInfo(model_name(task), str(version.version), version.run_id, version.tags.get("family", ""))
     with tempfile.TemporaryDirectory(prefix="preflight-") as tmp:  # the predictor is read into memory
-        return Predictor.load(Path(mlflow_client.download_artifacts(version.run_id, "predictor", tmp))), info
+        return artifacts.load(Path(mlflow_client.download_artifacts(version.run_id, "predictor", tmp))), info
 
 
 def champion_summary(settings: Settings, task: str) -> dict | None:

@@ -16,7 +16,6 @@ from preflight.models import evaluate, plots, tracking
 from preflight.models.conformal import Conformal
 from preflight.models.datasets import available_sources, task_data
 from preflight.models.evaluate import Outcome
-from preflight.models.families.targets import present
 from preflight.models.predictor import Estimates, Predictor
 from preflight.models.task import Task
 
@@ -44,8 +43,9 @@ def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9)
     for fold in np.unique(predictor.oof_fold_):
         held = predictor.oof_fold_ == fold
         for target in value.columns:
-            others = ~held & present(target, Y[target]) & present(target, value[target])
-            calibrator = Conformal(target).conformalize(Y[target][others], value[target][others])
+            spec = predictor.task.targets[target]
+            others = ~held & spec.present(Y[target]) & spec.present(value[target])
+            calibrator = Conformal(spec).conformalize(Y[target][others], value[target][others])
             low.loc[held, target], high.loc[held, target] = calibrator.interval(
                 value[target][held].to_numpy(), coverage
             )
@@ -66,17 +66,18 @@ def flat_metrics(report: dict) -> dict[str, float]:
     return out
 
 
-def outcome_figures(outcome: Outcome, groupings: dict[str, pd.Series]) -> dict:
+def outcome_figures(task: Task, outcome: Outcome, groupings: dict[str, pd.Series]) -> dict:
     """Predicted vs measured, and error by each named grouping (shape, device...), per target."""
     figures = {}
-    for target in outcome.model.value.columns:
-        ok = present(target, outcome.y[target]) & outcome.model.value[target].notna().to_numpy()
+    for name in outcome.model.value.columns:
+        target = task.targets[name]
+        ok = target.present(outcome.y[name]) & outcome.model.value[name].notna().to_numpy()
         if ok.sum() < 2:
             continue
-        y, pred = outcome.y[target][ok], outcome.model.value[target][ok]
-        figures[f"{target}_predicted_vs_actual"] = plots.predicted_vs_actual(y, pred, target)
-        for name, groups in groupings.items():
-            figures[f"{target}_error_by_{name}"] = plots.error_by_group(y, pred, groups[ok], target, by=name)
+        y, pred = outcome.y[name][ok], outcome.model.value[name][ok]
+        figures[f"{name}_predicted_vs_actual"] = plots.predicted_vs_actual(y, pred, name, target)
+        for by, groups in groupings.items():
+            figures[f"{name}_error_by_{by}"] = plots.error_by_group(y, pred, groups[ok], name, target, by=by)
     return figures
 
 
@@ -98,21 +99,22 @@ def train(
     family = task.family(family)
     paths = paths or available_sources(task, settings)
     data = task_data(task, settings, catalogue, paths, task.max_rows_per_source, seed)
-    features, Y = task.featurize(data.rows, catalogue), evaluate.target_frame(task, data.rows)
+    features, Y = task.featurize(data.rows, catalogue), task.target_frame(data.rows)
     groups = task.group_values(features.meta, task.group_key)
     log.info("training %s/%s on %d rows from %s", task.name, family, len(data.rows), ", ".join(paths))
-    predictor = Predictor(task.name, family, seed=seed).fit(features, Y, groups)
-    baseline = Predictor(task.name, task.baseline, seed=seed).fit(features, Y, groups)
+    predictor = Predictor(task, family, seed=seed).fit(features, Y, groups)
+    baseline = Predictor(task, task.baseline, seed=seed).fit(features, Y, groups)
     outcome = Outcome(
         Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y)
     )
     split = f"grouped-cv:{task.group_key}"
     report = evaluate.report(task, family, "+".join(paths), split, outcome)
     sha = data_checksum(data.checksums, task.max_rows_per_source, seed)
-    groupings = {task.group_key: groups, "device": features.meta["device_id"]} | (
-        {"stratum": features.meta["stratum"]} if "stratum" in features.meta else {}
-    )
-    figures = outcome_figures(outcome, groupings)
+    roles = {"device": task.device_column, "stratum": task.stratum_column}
+    groupings = {task.group_key: groups} | {
+        role: features.meta[column] for role, column in roles.items() if column and column in features.meta
+    }
+    figures = outcome_figures(task, outcome, groupings)
     run_id = tracking.log_run(
         settings,
         task,

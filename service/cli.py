@@ -6,13 +6,33 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from preflight.data.errors import PreflightError
+from preflight.data.errors import DataError, PreflightError, UsageError
+from typer.core import TyperGroup
+
+#: Exit codes: 0 done, 1 a failure (bad data, an untrained task...), 2 a usage error (as click's own).
+EXIT_FAILURE, EXIT_USAGE = 1, 2
+
+
+class _Commands(TyperGroup):
+    """Every command runs inside this one handler of preflight's errors: ``TypeName: message`` on
+    stderr, exit 2 for a usage error, 1 for any other."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PreflightError as error:
+            typer.echo(f"{type(error).__name__}: {error}", err=True)
+            raise typer.Exit(EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILURE) from error
+
 
 app = typer.Typer(
-    help="Performance estimates before anything runs.", no_args_is_help=True, pretty_exceptions_enable=False
+    cls=_Commands,
+    help="Performance estimates before anything runs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
 )
 collect_app = typer.Typer(
     help="Own profilers: measure on this machine and append traces.", no_args_is_help=True
@@ -32,11 +52,6 @@ def _setup():
     return settings, Catalogue.load(settings.devices_file)
 
 
-def _fail(exc: Exception) -> None:
-    typer.echo(f"{type(exc).__name__}: {exc}", err=True)
-    raise typer.Exit(1)
-
-
 def _source_paths(settings, source: str | None, path: Path | None) -> dict[str, Path] | None:
     from preflight.data import sources
 
@@ -44,7 +59,7 @@ def _source_paths(settings, source: str | None, path: Path | None) -> dict[str, 
         return None
     found = path or sources.default_path(source, settings.datasets)
     if found is None:
-        raise PreflightError(f"no file for source {source!r}: pass --path or set PREFLIGHT_DATASETS")
+        raise UsageError(f"no file for source {source!r}: pass --path or set PREFLIGHT_DATASETS")
     return {source: Path(found)}
 
 
@@ -75,19 +90,10 @@ def train(
     from preflight.models.training import train as train_task
 
     settings, catalogue = _setup()
-    try:
-        spec = get_task(task)
-        result = train_task(
-            spec,
-            settings,
-            catalogue,
-            family=family,
-            paths=_source_paths(settings, source, path),
-            promote=promote,
-            seed=seed,
-        )
-    except (PreflightError, ValueError) as exc:
-        _fail(exc)
+    paths = _source_paths(settings, source, path)
+    result = train_task(
+        get_task(task), settings, catalogue, family=family, paths=paths, promote=promote, seed=seed
+    )
     info = result.promotion.info
     typer.echo(
         json.dumps(
@@ -110,9 +116,7 @@ def evaluate(
     source: Annotated[str, typer.Option(help="the source whose layout the files have")],
     family: str | None = None,
     path: Path | None = None,
-    split: Annotated[
-        str | None, typer.Option(help="group for grouped CV: shape, device, kernel...")
-    ] = None,
+    split: Annotated[str | None, typer.Option(help="group for grouped CV: shape, device, kernel...")] = None,
     train_size: Annotated[int | None, typer.Option(help="train on N groups, test on the rest")] = None,
     train: Path | None = None,
     test: Path | None = None,
@@ -127,37 +131,30 @@ def evaluate(
     from preflight.models.task import get_task
 
     settings, catalogue = _setup()
-    try:
-        spec = get_task(task)
-        family = spec.family(family)
-        _check_evaluate_options(train, test, path, train_size, shots)
-        group = split or spec.group_key
-        if train is not None:
-            train_rows = load_source(source, train, settings, catalogue, store=False)[0]
-            test_rows = load_source(source, test, settings, catalogue, store=False)[0]
-            outcome = ev.train_test(
-                spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage
-            )
-            result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
-        else:
-            found = _source_paths(settings, source, path)[source]
-            rows = load_source(source, found, settings, catalogue, store=False)[0]
-            outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
-            result = ev.report(spec, family, source, group, outcome)
-    except (PreflightError, ValueError, typer.BadParameter) as exc:
-        _fail(exc)
+    spec = get_task(task)
+    family = spec.family(family)
+    _check_evaluate_options(train, test, path, train_size, shots)
+    group = split or spec.group_key
+    if train is not None and test is not None:
+        train_rows = load_source(source, train, settings, catalogue, store=False)[0]
+        test_rows = load_source(source, test, settings, catalogue, store=False)[0]
+        outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage)
+        result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
+    else:
+        found = (_source_paths(settings, source, path) or {})[source]
+        rows = load_source(source, found, settings, catalogue, store=False)[0]
+        outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
+        result = ev.report(spec, family, source, group, outcome)
     typer.echo(json.dumps(_finite(result), indent=None if json_out else 2, allow_nan=False))
 
 
 def _check_evaluate_options(train, test, path, train_size, shots) -> None:
     if (train is None) != (test is None):
-        raise typer.BadParameter("--train and --test go together")
+        raise UsageError("--train and --test go together")
     if train is not None and (path is not None or train_size is not None):
-        raise typer.BadParameter("--path and --train-size belong to grouped CV, not to --train/--test")
+        raise UsageError("--path and --train-size belong to grouped CV, not to --train/--test")
     if train is None and shots:
-        raise typer.BadParameter(
-            "--shots needs --train and --test (the test file's devices are the new ones)"
-        )
+        raise UsageError("--shots needs --train and --test (the test file's devices are the new ones)")
 
 
 def _finite(value):
@@ -177,19 +174,29 @@ def predict(
 ) -> None:
     """Estimates from the champion for items in a JSON file (same items as the HTTP API)."""
     from preflight.models import tracking
+    from preflight.models.inference import predict_items
     from preflight.models.task import get_task
-    from pydantic import TypeAdapter, ValidationError
 
     settings, catalogue = _setup()
+    spec = get_task(task)
+    items = _read_items(spec, input)
+    predictor, info = tracking.load_champion(settings, task)
+    prediction = predict_items(spec, predictor, catalogue, items, coverage)
+    typer.echo(json.dumps({"task": task, "model": vars(info), "predictions": prediction.records()}, indent=2))
+
+
+def _read_items(task, path: Path) -> list:
+    """Items from a JSON file (a list, or ``{"items": [...]}``), validated as the task's item model."""
+    from pydantic import TypeAdapter, ValidationError
+
     try:
-        spec = get_task(task)
-        raw = json.loads(input.read_text())
-        items = TypeAdapter(list[spec.item]).validate_python(raw["items"] if isinstance(raw, dict) else raw)
-        predictor, info = tracking.load_champion(settings, task)
-        estimates = predictor.predict(spec.featurize(spec.items_to_rows(items), catalogue), coverage)
-    except (PreflightError, ValidationError, json.JSONDecodeError, OSError) as exc:
-        _fail(exc)
-    typer.echo(json.dumps({"task": task, "model": vars(info), "predictions": estimates.records()}, indent=2))
+        raw = json.loads(path.read_text())
+        return TypeAdapter(list[task.item]).validate_python(raw["items"] if isinstance(raw, dict) else raw)
+    except (OSError, json.JSONDecodeError, KeyError) as exc:
+        raise UsageError(f"--input {path}: not a JSON list of items ({type(exc).__name__}: {exc})") from exc
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
+        raise DataError(f"--input {path}: {exc.error_count()} invalid fields ({errors})") from exc
 
 
 @collect_app.command("gemm")
@@ -207,18 +214,10 @@ def collect_gemm(
 
     settings, _ = _setup()
     target = out or settings.home / "collect" / "local_gemm.csv"
-    try:
-        summary = run(
-            device,
-            target,
-            points=points,
-            seed=seed,
-            threads=threads,
-            repeats=repeats,
-            max_seconds_per_point=max_seconds_per_point,
-        )
-    except (PreflightError, RuntimeError) as exc:
-        _fail(exc)
+    summary = run(
+        device, target, points=points, seed=seed, threads=threads, repeats=repeats,
+        max_seconds_per_point=max_seconds_per_point,
+    )  # fmt: skip
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
 
 
@@ -234,10 +233,7 @@ def collect_curves(
 
     settings, _ = _setup()
     target = out or settings.home / "collect" / "local_curves.csv"
-    try:
-        summary = run(target, runs=runs, epochs=epochs, seed=seed)
-    except PreflightError as exc:
-        _fail(exc)
+    summary = run(target, runs=runs, epochs=epochs, seed=seed)
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
 
 
@@ -273,10 +269,7 @@ def data_load(
     from preflight.models.datasets import load_source
 
     settings, catalogue = _setup()
-    try:
-        load_source(source, path, settings, catalogue)
-    except PreflightError as exc:
-        _fail(exc)
+    load_source(source, path, settings, catalogue)
     typer.echo(json.dumps(TableStore(settings.tables_dir).manifest()[source], indent=2))
 
 

@@ -9,13 +9,24 @@ from fastapi.responses import JSONResponse
 from preflight.data.errors import (
     DataError,
     DeviceConflict,
+    ModelStateError,
     NotTrained,
     PreflightError,
     UnknownDevice,
     UnknownTask,
+    UsageError,
 )
 
-STATUS = {DataError: 422, UnknownTask: 404, UnknownDevice: 404, DeviceConflict: 409, NotTrained: 503}
+#: The most specific kind first: UnknownTask is a UsageError, NotTrained a ModelStateError.
+STATUS = {
+    UnknownTask: 404,
+    UnknownDevice: 404,
+    NotTrained: 503,
+    DataError: 422,
+    UsageError: 400,
+    DeviceConflict: 409,
+    ModelStateError: 409,
+}
 #: A rejected input larger than this (a 10,001-item list) is not echoed back in the 422.
 MAX_ECHOED_ITEMS = 20
 
@@ -30,6 +41,9 @@ async def preflight_error(request: Request, exc: PreflightError) -> JSONResponse
         body["known"] = exc.known
     if isinstance(exc, UnknownDevice):
         body["close_matches"] = exc.close
+        if exc.items:
+            body["loc"] = ["body", "items", exc.items[0], "device"]
+            body["items"] = exc.items
     return JSONResponse(body, status_code=_status(exc))
 
 

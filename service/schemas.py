@@ -26,19 +26,36 @@ class PredictResponse(BaseModel):
     )
 
 
-def predict_request(task: Task) -> type[BaseModel]:
-    """``{"items": [...], "coverage": 0.9}`` with the task's own item model."""
+class PredictRequest(BaseModel):
+    """``{"items": [...], "coverage": 0.9}``; each task's route takes it with its own item model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[Any] = Field(min_length=1, max_length=MAX_ITEMS)
+    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+
+
+def predict_request(task: Task) -> type[PredictRequest]:
+    """The request of one task's route: its items validated as the task's item model."""
     return create_model(
         f"{task.name.title().replace('-', '')}PredictRequest",
-        __config__=ConfigDict(extra="forbid"),
-        items=(list[task.item], Field(min_length=1, max_length=MAX_ITEMS)),
-        coverage=(float, Field(0.9, gt=0, lt=1, description="interval coverage")),
+        __base__=PredictRequest,
+        items=(list[task.item], Field(min_length=1, max_length=MAX_ITEMS)),  # type: ignore[name-defined]
     )
+
+
+class TargetPublic(BaseModel):
+    unit: str
+    scale: str
+    lower: float | None
+    upper: float | None
+    zero_ok: bool
+    description: str
 
 
 class TaskPublic(BaseModel):
     name: str
-    targets: dict[str, str]
+    targets: dict[str, TargetPublic]
     sources: list[str]
     families: list[str]
     group_key: str

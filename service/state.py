@@ -18,7 +18,6 @@ from preflight.data.settings import Settings
 from preflight.data.store import atomic_write_bytes
 from preflight.models import tracking
 from preflight.models.datasets import available_sources
-from preflight.models.evaluate import target_frame
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task, all_tasks
 
@@ -70,7 +69,7 @@ class ServiceState:
             rows = self.measurements().get(task.name, [])
             try:
                 champion = self._adapted(task, champion, rows)
-            except (PreflightError, ValueError, KeyError) as exc:
+            except PreflightError as exc:
                 log.error("stored measurements for %s were not applied: %s", task.name, exc)
             self.champions[task.name] = champion
 
@@ -115,4 +114,4 @@ class ServiceState:
             return champion
         frame = pd.DataFrame.from_records(rows)
         features = task.featurize(frame, self.catalogue)
-        return Champion(champion.predictor.adapted(features, target_frame(task, frame)), champion.info)
+        return Champion(champion.predictor.adapted(features, task.target_frame(frame)), champion.info)

@@ -82,24 +82,19 @@ def synthetic_gemm(
 
 @pytest.fixture(scope="session")
 def trained_home(tmp_path_factory) -> Path:
-    """A PREFLIGHT_HOME with a champion per task: gemm trained on the shipped local-gemm sweep (real
-    data), the NAS tasks on a small HW-NAS-Bench-360-layout file and nas-curve on small learning
-    curves, both made by the tests."""
-    from preflight.data.sources import local_gemm
-    from preflight.models.task import get_task
+    """A PREFLIGHT_HOME with a champion of every registered task, trained on that task's sample data
+    (``tests/samples.py``: gemm on the shipped local-gemm sweep, real data; the others on small files
+    the tests make)."""
+    from preflight.models.task import all_tasks
     from preflight.models.training import train
 
-    from tests.nas import write_hw_nas_bench, write_local_curves
+    from tests.samples import sample_paths
 
     home = tmp_path_factory.mktemp("trained") / "home"
     settings = Settings(home=home, datasets=None, api_keys=[])
     catalogue = Catalogue.load(settings.devices_file)
-    train(get_task("gemm"), settings, catalogue, paths={"local-gemm": local_gemm.SHIPPED})
-    hw_nas = {"hw-nas-bench-360": write_hw_nas_bench(home.parent / "nas")}
-    for task in ("nas-accuracy", "nas-latency"):
-        train(get_task(task), settings, catalogue, paths=hw_nas)
-    curves = {"local-curves": write_local_curves(home.parent / "curves" / "local_curves.csv")}
-    train(get_task("nas-curve"), settings, catalogue, paths=curves)
+    for task in all_tasks():
+        train(task, settings, catalogue, paths=sample_paths(task.name, home.parent / task.name))
     return home
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from preflight.data.errors import DeviceConflict, UnknownDevice
+from preflight.data.errors import DataError, DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
 from preflight.data.store import atomic_write_bytes
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -55,36 +55,62 @@ _PEAK_FALLBACK = {
 }
 
 
+#: Kinds of device: processors that run kernels, boards synthesised into, and hosts that share a machine.
+KINDS = ("gpu", "cpu", "soc", "accelerator", "fpga", "vm-host", "unknown")
+
+
 class DeviceSpec(BaseModel):
-    """One device's spec sheet."""
+    """One device's spec sheet. Every field past the kind is optional: a GPU has peaks and a memory
+    bandwidth, an FPGA ``resources`` (``lut``, ``ff``, ``dsp``, ``bram``), a VM host cores and LLC,
+    and a device ``known_by_measurements`` (kind ``unknown``) nothing but its name."""
 
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")
     name: str = Field(min_length=1)
     vendor: str = "unknown"
-    kind: str = Field(pattern="^(gpu|cpu|soc|accelerator)$")
+    kind: str = Field(pattern="^(" + "|".join(KINDS) + ")$")
     architecture: str | None = None
     year: int | None = None
     aliases: list[str] = Field(default_factory=list)
     compute_units: int | None = Field(None, gt=0)
     boost_clock_mhz: float | None = Field(None, gt=0)
     memory_gb: float | None = Field(None, gt=0)
-    memory_bandwidth_gbs: float = Field(gt=0)
+    memory_bandwidth_gbs: float | None = Field(None, gt=0)
     llc_mb: float | None = Field(None, ge=0)
     tdp_w: float | None = Field(None, gt=0)
     launch_price_usd: float | None = Field(None, gt=0)
-    peak_tflops: dict[Dtype, float] = Field(description="dense peak per dtype; fp32 required")
+    peak_tflops: dict[Dtype, float] = Field(
+        default_factory=dict, description="dense peak per dtype; with any peak, fp32 is required"
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="countable resources, e.g. lut, ff, dsp, bram (FPGA), cores, llc_mb"
+    )
 
     @field_validator("peak_tflops")
     @classmethod
     def _fp32_present(cls, peaks: dict[Dtype, float]) -> dict[Dtype, float]:
-        if Dtype.fp32 not in peaks or any(v <= 0 for v in peaks.values()):
+        if peaks and (Dtype.fp32 not in peaks or any(v <= 0 for v in peaks.values())):
             raise ValueError("peak_tflops needs a positive fp32 entry, and every peak must be positive")
         return peaks
 
+    @field_validator("resources")
+    @classmethod
+    def _counts(cls, resources: dict[str, float]) -> dict[str, float]:
+        if any(v < 0 for v in resources.values()):
+            raise ValueError("resource counts cannot be negative")
+        return resources
+
+    @classmethod
+    def known_by_measurements(cls, name: str) -> DeviceSpec:
+        """A device with no spec sheet: a name, to be learned from its measurements alone."""
+        slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "device"
+        return cls(id=slug, name=name, kind="unknown")
+
     def peak(self, dtype: Dtype) -> tuple[float, bool]:
         """Peak TFLOP/s for a dtype and whether it came from a fallback dtype."""
+        if not self.peak_tflops:
+            raise DataError(f"device {self.id!r} has no peak_tflops on its spec sheet: register them first")
         want, fallback = Dtype(dtype), False
         while want not in self.peak_tflops:
             want, fallback = _PEAK_FALLBACK[want], True
@@ -154,8 +180,9 @@ class Catalogue:
         """The spec sheets that ship with preflight."""
         return _shipped()
 
-    def register(self, spec: DeviceSpec) -> DeviceSpec:
-        """Add (or update) a user's device and persist it; names owned by another device are refused."""
+    def register(self, spec: DeviceSpec, persist: bool = True) -> DeviceSpec:
+        """Add (or update) a user's device and persist it (unless told not to: a device an evaluation
+        met in its files); names owned by another device are refused."""
         with self._lock:
             snapshot = self._snapshot
             shipped = {s.id for s in _shipped()}
@@ -166,7 +193,7 @@ class Catalogue:
                 if owner is not None and owner != spec.id:
                     raise DeviceConflict(f"{name!r} already names device {owner!r}")
             self._snapshot = _Snapshot.of(snapshot.devices | {spec.id: spec})
-            if self.user_file is not None:
+            if persist and self.user_file is not None:
                 users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in shipped]
                 atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
         return spec

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from preflight.data.collect import energy, host, timing
 from preflight.data.collect.csvlog import append, open_log
-from preflight.data.errors import PreflightError
+from preflight.data.errors import PreflightError, UsageError
 from preflight.data.sources.local_gemm import COLUMNS, read_device, side_file
 from preflight.data.store import atomic_write_bytes
 from preflight.data.threads import torch_threads
@@ -87,7 +87,7 @@ def collect_gemm(
 def sweep(points: int, seed: int, dtypes: Sequence[str], dims: Sequence[int] = DIMS) -> list[Point]:
     """The first ``points`` distinct GEMMs drawn with ``seed``; a longer sweep extends a shorter one."""
     if points > len(dims) ** 3 * len(dtypes) * len(LAYOUTS):
-        raise ValueError(f"{points} points asked for, but the grid holds fewer distinct GEMMs")
+        raise UsageError(f"{points} points asked for, but the grid holds fewer distinct GEMMs")
     rng = np.random.default_rng(seed)
     drawn: dict[Point, None] = {}
     while len(drawn) < points:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.collect.timing import once_s
-from preflight.data.errors import PreflightError, UnknownDevice
+from preflight.data.errors import PreflightError, UnknownDevice, UsageError
 from preflight.data.settings import Settings
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -81,11 +81,11 @@ def parse_device(name: str) -> torch.device:
     try:
         target = torch.device(name)
     except RuntimeError as exc:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {name!r}") from exc
+        raise UsageError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {name!r}") from exc
     if target.type == "cpu":
         return torch.device("cpu")
     if target.type != "cuda":
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {name!r}")
+        raise UsageError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {name!r}")
     if not torch.cuda.is_available():
         raise PreflightError(f"cannot collect on {name!r}: torch sees no CUDA device")
     return torch.device("cuda", torch.cuda.current_device() if target.index is None else target.index)

@@ -1,21 +1,46 @@
 """Model families behind one small estimator interface.
 
-A family is constructed from hyperparameters only, learns in ``fit(features, Y, sample_weight)``
-(state ends in ``_``), predicts point estimates per target with ``predict(features)``, and saves
-itself to and loads itself from a directory. It takes from ``Features`` what it needs: the table
-``X``, the ``reference`` scales, or the architecture in ``meta`` (a GNN). Each target is learned on
-its own scale (``targets``). Adding a family means one module here plus one line below.
+A family is constructed from the task's targets and hyperparameters only, learns in
+``fit(features, Y, sample_weight)`` (state ends in ``_``), predicts point estimates per target with
+``predict(features)``, and saves itself to and loads itself from a directory. It takes from
+``Features`` what it needs: the table ``X``, the ``reference`` scales, the ``graphs`` (a GNN) or the
+``sequences``. Each target is learned on its declared scale (``models/targets.py``). A family is one
+module here plus one line below.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+import numpy as np
+import pandas as pd
+from preflight.data.errors import UsageError
+from preflight.features import Features
 from preflight.models.families.curve import ExtrapolationFamily, LastValueFamily
 from preflight.models.families.gnn import GnnFamily
 from preflight.models.families.linear import LinearFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.tree import TreeFamily
+from preflight.models.targets import Target
 
-FAMILIES = {
+
+class Family(Protocol):
+    name: str
+
+    def __init__(self, *, targets: dict[str, Target], seed: int = 0, **params: Any) -> None: ...
+
+    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> Self: ...
+
+    def predict(self, features: Features) -> pd.DataFrame: ...
+
+    def save(self, directory: Path) -> None: ...
+
+    @classmethod
+    def load(cls, directory: Path) -> Self: ...
+
+
+FAMILIES: dict[str, type[Family]] = {
     "tree": TreeFamily,
     "roofline": RooflineFamily,
     "linear": LinearFamily,
@@ -25,8 +50,8 @@ FAMILIES = {
 }
 
 
-def make_family(name: str, seed: int = 0, **params):
-    """A new, unfitted family; ``params`` override its default hyperparameters."""
+def make_family(name: str, targets: dict[str, Target], seed: int = 0, **params) -> Family:
+    """A new, unfitted family for a task's targets; ``params`` override its default hyperparameters."""
     if name not in FAMILIES:
-        raise ValueError(f"unknown family {name!r}; known families: {', '.join(FAMILIES)}")
-    return FAMILIES[name](seed=seed, **params)
+        raise UsageError(f"unknown family {name!r}; known families: {', '.join(FAMILIES)}")
+    return FAMILIES[name](targets=targets, seed=seed, **params)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from preflight.data.errors import UsageError
 from preflight.features import Features
+from preflight.models.targets import Target
 
 
 class _CurveColumnFamily:
@@ -18,15 +20,15 @@ class _CurveColumnFamily:
     name: str
     column: str
 
-    def __init__(self, *, seed: int = 0) -> None:
-        self.seed = seed
+    def __init__(self, *, targets: dict[str, Target], seed: int = 0) -> None:
+        self.targets, self.seed = targets, seed
 
     def get_params(self) -> dict:
         return {"column": self.column}
 
     def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None):
         if self.column not in features.X:
-            raise ValueError(f"the {self.name} family needs learning-curve features (column {self.column!r})")
+            raise UsageError(f"the {self.name} family needs learning-curve features (column {self.column!r})")
         self.targets_ = list(Y.columns)
         return self
 
@@ -43,7 +45,7 @@ class _CurveColumnFamily:
     @classmethod
     def load(cls, directory: Path):
         state = json.loads((directory / f"{cls.name}.json").read_text())
-        family = cls(seed=state["seed"])
+        family = cls(targets={}, seed=state["seed"])  # predicts one column, for the target names saved
         family.targets_ = state["targets"]
         return family
 

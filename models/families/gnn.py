@@ -1,50 +1,38 @@
-"""A graph neural network on the architecture itself, for the NAS tasks.
+"""A graph neural network on graph-shaped inputs (an architecture's op graph, a program's graph).
 
 torch-geometric's GIN layers (GIN-0: a node's state plus the sum of its neighbours' through an MLP
-ending in a layer norm) run over each row's op graph (``meta["space"]``, ``meta["arch"]``, edges
-both ways); the mean and the sum of the node states are the architecture's embedding, which joins
-the standardized context columns (``ctx_*``: dataset, device spec sheet, batch size) in an MLP with
-one output per target. The flat ``arch_*`` columns are not read: the architecture is learned from
-the graph. Each distinct architecture of a minibatch is embedded once and gathered to its rows
-(one architecture, many devices).
+ending in a layer norm) run over each row's graph from ``Features.graphs``; the mean and the sum of
+the node states are the graph's embedding, which joins the standardized context columns (``ctx_*``:
+dataset, device spec sheet, batch size) in an MLP with one output per target. Other columns of ``X``
+are not read: the graph is learned from itself. Each distinct graph of a minibatch is embedded once
+and gathered to its rows (one architecture, many devices). Hyperparameters keep torch-geometric's
+names (``hidden_channels``, ``num_layers``; ``in_channels`` is the graphs' node feature width).
 
-Each target is encoded as ``targets`` decides (log, or identity for ``accuracy``) and standardized.
-The loss is a per-target MSE over the rows that carry the target plus, weighted by ``rank_weight``,
-a pairwise logistic ranking loss between rows of the same context (device setting and dataset):
-users rank candidates. Training is seeded and runs on one CPU thread, so two fits give identical
-predictions. torch is imported inside the functions: importing the family stays cheap.
+Each target is encoded on its declared scale and standardized. The loss is a per-target MSE over the
+rows that carry the target plus, weighted by ``rank_weight``, a pairwise logistic ranking loss between
+rows of the same context (equal ``ctx_*`` values: device setting and dataset): users rank candidates.
+Training is seeded and runs on one CPU thread, so two fits give identical predictions. torch is
+imported inside the functions: importing the family stays cheap.
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from preflight.data.arch import OPS, parse
+from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
-from preflight.features import Features
-from preflight.features.arch import CONTEXT_PREFIX, NODE_FEATURES, node_features
-from preflight.models.families import targets
+from preflight.features import CONTEXT_PREFIX, Features, Graphs
+from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
 
-#: Kernel, expansion and groups are divided by this to sit near the one-hot's scale.
-SIZE_SCALE = 8.0
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
 RANK_TEMPERATURE = 0.1
 #: Rows per forward pass at prediction time.
 PREDICT_ROWS = 8192
-
-
-@lru_cache(maxsize=100_000)
-def _arrays(space: str, notation: str) -> tuple[np.ndarray, np.ndarray]:
-    """An architecture's node features (sizes scaled) and its edges in both directions (2 x edges)."""
-    g = parse(space, notation)
-    x = node_features(g)
-    x[:, len(OPS) :] /= SIZE_SCALE
-    edges = np.array(g.edges, dtype=np.int64).reshape(-1, 2).T
-    return x, np.concatenate([edges, edges[::-1]], axis=1)
+#: Node feature width of the NAS op graphs, for GNNs saved before ``in_channels`` was.
+LEGACY_IN_CHANNELS = 19
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -52,28 +40,24 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
 
 
-class _Graphs:
-    """The distinct architectures of a table packed end to end (edges numbered within their graph), and
-    each row's index into them."""
+class _Packed:
+    """The distinct graphs of a table packed end to end (edges numbered within their graph), and each
+    row's index into them."""
 
-    def __init__(self, meta: pd.DataFrame) -> None:
-        if not {"space", "arch"} <= set(meta.columns):
-            raise ValueError(
-                "the gnn family needs the architecture in meta['space'] and meta['arch'] (NAS tasks)"
-            )
-        self.codes, distinct = pd.factorize(meta["space"].astype(str) + "\0" + meta["arch"].astype(str))
-        parts = [_arrays(*key.split("\0", 1)) for key in distinct]
+    def __init__(self, graphs: Graphs | None) -> None:
+        if graphs is None:
+            raise UsageError("the gnn family needs graphs: its task's featurizer gives none")
+        parts = graphs.arrays
+        self.codes = graphs.index
         self.nodes = np.array([len(x) for x, _ in parts], dtype=np.int64)
         self.edges = np.array([e.shape[1] for _, e in parts], dtype=np.int64)
         self.node_start = np.cumsum(self.nodes) - self.nodes
         self.edge_start = np.cumsum(self.edges) - self.edges
-        self.x = np.concatenate([x for x, _ in parts]) if parts else np.zeros((0, NODE_FEATURES), np.float32)
-        self.edge_index = (
-            np.concatenate([e for _, e in parts], axis=1) if parts else np.zeros((2, 0), np.int64)
-        )
+        self.x = np.concatenate([x for x, _ in parts]).astype(np.float32)
+        self.edge_index = np.concatenate([e for _, e in parts], axis=1).astype(np.int64)
 
     def select(self, ids: np.ndarray):
-        """Some architectures as one graph: node features, edge index and each node's graph."""
+        """Some graphs as one: node features, edge index and each node's graph."""
         import torch
 
         nodes, edges = self.nodes[ids], self.edges[ids]
@@ -86,7 +70,7 @@ class _Graphs:
         )
 
 
-def _network(n_context: int, n_targets: int, hidden: int, layers: int, head_hidden: int):
+def _network(in_channels: int, n_context: int, n_targets: int, hidden: int, layers: int, head_hidden: int):
     """The GIN layers (``convs``) and the multi-task MLP (``head``) as one module."""
     from torch import nn
     from torch_geometric.nn import GINConv
@@ -96,7 +80,7 @@ def _network(n_context: int, n_targets: int, hidden: int, layers: int, head_hidd
             nn.Linear(width_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.LayerNorm(hidden)
         )
 
-    convs = nn.ModuleList(GINConv(mlp(NODE_FEATURES if i == 0 else hidden)) for i in range(layers))
+    convs = nn.ModuleList(GINConv(mlp(in_channels if i == 0 else hidden)) for i in range(layers))
     head = nn.Sequential(
         nn.Linear(2 * hidden + n_context, head_hidden),
         nn.ReLU(),
@@ -107,8 +91,8 @@ def _network(n_context: int, n_targets: int, hidden: int, layers: int, head_hidd
     return nn.ModuleDict({"convs": convs, "head": head})
 
 
-def _forward(net, graphs: _Graphs, rows: np.ndarray, context):
-    """Standardized predictions for rows: their distinct architectures embedded once, then gathered.
+def _forward(net, graphs: _Packed, rows: np.ndarray, context):
+    """Standardized predictions for rows: their distinct graphs embedded once, then gathered.
 
     A layer is torch-geometric's ``GINConv`` (GIN-0: an MLP of the node plus the sum of its
     neighbours); the graph's embedding is the mean and the sum of its nodes."""
@@ -159,8 +143,9 @@ class GnnFamily:
     def __init__(
         self,
         *,
-        hidden: int = 64,
-        layers: int = 3,
+        targets: dict[str, Target],
+        hidden_channels: int = 64,
+        num_layers: int = 3,
         head_hidden: int = 128,
         epochs: int = 100,
         batch_size: int = 128,
@@ -169,30 +154,25 @@ class GnnFamily:
         rank_weight: float = 1.0,
         seed: int = 0,
     ) -> None:
-        self.hidden, self.layers, self.head_hidden = hidden, layers, head_hidden
-        self.epochs, self.batch_size, self.learning_rate = epochs, batch_size, learning_rate
+        self.targets, self.hidden_channels, self.num_layers = targets, hidden_channels, num_layers
+        self.head_hidden, self.epochs, self.batch_size, self.learning_rate = (
+            head_hidden,
+            epochs,
+            batch_size,
+            learning_rate,
+        )
         self.weight_decay, self.rank_weight, self.seed = weight_decay, rank_weight, seed
 
     def get_params(self) -> dict:
-        return {
-            k: getattr(self, k)
-            for k in (
-                "hidden",
-                "layers",
-                "head_hidden",
-                "epochs",
-                "batch_size",
-                "learning_rate",
-                "weight_decay",
-                "rank_weight",
-                "seed",
-            )
-        }
+        names = ("hidden_channels", "num_layers", "head_hidden", "epochs", "batch_size", "learning_rate",
+                 "weight_decay", "rank_weight", "seed")  # fmt: skip
+        return {k: getattr(self, k) for k in names}
 
     def _build(self) -> None:
         self.net_ = _network(
-            len(self.context_columns_), len(self.targets_), self.hidden, self.layers, self.head_hidden
-        )
+            self.in_channels_, len(self.context_columns_), len(self.encodings_), self.hidden_channels,
+            self.num_layers, self.head_hidden,
+        )  # fmt: skip
 
     def _context(self, X: pd.DataFrame) -> np.ndarray:
         """The ``ctx_*`` columns standardized with the training scalers, missing values at 0."""
@@ -210,39 +190,33 @@ class GnnFamily:
 
     def _fit_targets(self, features: Features, Y: pd.DataFrame) -> np.ndarray:
         """The targets learned (two rows at least), encoded and standardized; NaN where a row lacks one."""
-        self.targets_, self.transforms_, self.target_center_, self.target_scale_ = [], {}, [], []
+        self.encodings_: dict[str, Encoding] = {}
+        self.target_center_: list[float] = []
+        self.target_scale_: list[float] = []
         columns = []
-        for target in Y.columns:
-            rows = targets.present(target, Y[target])
-            if rows.sum() < 2:
-                continue
-            transform = targets.choose(target, "log", features.reference[target][rows])
+        for name, rows, encoding, values in encoded(self.targets, Y, features.reference, relative=False):
             z = np.full(len(Y), np.nan)
-            z[rows] = targets.encode(Y[target][rows], features.reference[target][rows], transform)
-            center, scale = float(z[rows].mean()), float(z[rows].std())
-            self.targets_.append(target)
-            self.transforms_[target] = transform
+            z[rows] = values
+            center, scale = float(values.mean()), float(values.std())
+            self.encodings_[name] = encoding
             self.target_center_.append(center)
             self.target_scale_.append(scale if scale > 0 else 1.0)
             columns.append((z - center) / self.target_scale_[-1])
         if not columns:
-            raise ValueError(f"no target among {list(Y.columns)} has two usable rows to learn from")
+            raise UsageError(f"no target among {list(Y.columns)} has two usable rows to learn from")
         return np.stack(columns, axis=1).astype(np.float32)
 
-    def fit(
-        self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
-    ) -> GnnFamily:
+    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> GnnFamily:
         import torch
 
-        graphs = _Graphs(features.meta)
+        graphs = _Packed(features.graphs)
+        self.in_channels_ = int(graphs.x.shape[1])
         Z = torch.from_numpy(self._fit_targets(features, Y))
         context = torch.from_numpy(self._fit_context(features.X))
-        meta = features.meta
-        setting = torch.from_numpy(
-            pd.factorize(meta["device_id"].astype(str) + "\0" + meta["dataset"].astype(str))[0]
-        )
+        raw_context = features.X[self.context_columns_]
+        setting = torch.from_numpy(pd.factorize(pd.util.hash_pandas_object(raw_context, index=False))[0])
         weight = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight)
-        weight = torch.tensor(weight, dtype=torch.float32)
+        weights = torch.tensor(weight, dtype=torch.float32)
         rows = np.flatnonzero(~Z.isnan().all(dim=1).numpy())
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
@@ -250,16 +224,15 @@ class GnnFamily:
         optimizer = torch.optim.Adam(
             self.net_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay, fused=True
         )
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, self.epochs * -(-len(rows) // self.batch_size)
-        )
+        steps = self.epochs * -(-len(rows) // self.batch_size)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
         rng = np.random.default_rng(self.seed)
         with torch_threads(1):
             for _ in range(self.epochs):
                 order = rng.permutation(rows)
                 for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
                     predicted = _forward(self.net_, graphs, batch, context)
-                    loss = _loss(predicted, Z[batch], weight[batch], setting[batch], self.rank_weight)
+                    loss = _loss(predicted, Z[batch], weights[batch], setting[batch], self.rank_weight)
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
@@ -269,7 +242,7 @@ class GnnFamily:
     def predict(self, features: Features) -> pd.DataFrame:
         import torch
 
-        graphs = _Graphs(features.meta)
+        graphs = _Packed(features.graphs)
         context = torch.from_numpy(self._context(features.X))
         chunks = np.array_split(np.arange(len(context)), range(PREDICT_ROWS, len(context), PREDICT_ROWS))
         with torch.inference_mode():
@@ -280,8 +253,8 @@ class GnnFamily:
             )
         z = z * np.asarray(self.target_scale_) + np.asarray(self.target_center_)
         out = {
-            t: targets.decode(z[:, j], features.reference[t], self.transforms_[t])
-            for j, t in enumerate(self.targets_)
+            t: encoding.decode(z[:, j], features.reference[t])
+            for j, (t, encoding) in enumerate(self.encodings_.items())
         }
         return pd.DataFrame(out, index=features.X.index)
 
@@ -292,8 +265,8 @@ class GnnFamily:
         torch.save(self.net_.state_dict(), directory / "gnn.pt")
         state = {
             "params": self.get_params(),
-            "targets": self.targets_,
-            "transforms": self.transforms_,
+            "in_channels": self.in_channels_,
+            "encodings": {t: e.state() for t, e in self.encodings_.items()},
             "target_center": self.target_center_,
             "target_scale": self.target_scale_,
             "context_columns": self.context_columns_,
@@ -307,8 +280,11 @@ class GnnFamily:
         import torch
 
         state = json.loads((directory / "gnn.json").read_text())
-        family = cls(**state["params"])
-        family.targets_, family.transforms_ = state["targets"], state["transforms"]
+        encodings = encodings_from_state(state)
+        renamed = {"hidden": "hidden_channels", "layers": "num_layers"}  # before issue 11
+        params = {renamed.get(k, k): v for k, v in state["params"].items()}
+        family = cls(targets={t: e.target for t, e in encodings.items()}, **params)
+        family.encodings_, family.in_channels_ = encodings, state.get("in_channels", LEGACY_IN_CHANNELS)
         family.target_center_, family.target_scale_ = state["target_center"], state["target_scale"]
         family.context_columns_ = state["context_columns"]
         family.context_center_ = np.array(state["context_center"])

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.features import Features
-from preflight.models.families import targets
+from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
 from sklearn.linear_model import Ridge
 
 
 class LinearFamily:
     name = "linear"
 
-    def __init__(self, *, alpha: float = 1.0, seed: int = 0) -> None:
-        self.alpha, self.seed = alpha, seed
+    def __init__(self, *, targets: dict[str, Target], alpha: float = 1.0, seed: int = 0) -> None:
+        self.targets, self.alpha, self.seed = targets, alpha, seed
 
     def _matrix(self, X: pd.DataFrame) -> np.ndarray:
         values = X.reindex(columns=self.columns_).to_numpy(dtype=float, na_value=np.nan)
@@ -31,31 +31,24 @@ class LinearFamily:
     ) -> LinearFamily:
         X = features.X
         self.columns_ = list(X.columns)
-        self.center_ = np.nan_to_num(
-            X.median().to_numpy(dtype=float)
-        )  # columns never given (all NaN) sit at 0
+        self.center_ = np.nan_to_num(X.median().to_numpy(dtype=float))  # never given (all NaN): 0
         spread = X.std(ddof=0).to_numpy(dtype=float)
         self.scale_ = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
         matrix = self._matrix(X)
-        self.coef_, self.intercept_, self.transforms_ = {}, {}, {}
-        for target in Y.columns:
-            rows = targets.present(target, Y[target])
-            if rows.sum() < 2:
-                continue
-            transform = targets.choose(target, "log", features.reference[target][rows])
-            z = targets.encode(Y[target][rows], features.reference[target][rows], transform)
+        self.coef_: dict[str, list[float]] = {}
+        self.intercept_: dict[str, float] = {}
+        self.encodings_: dict[str, Encoding] = {}
+        for name, rows, encoding, z in encoded(self.targets, Y, features.reference, relative=False):
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
             model = Ridge(alpha=self.alpha).fit(matrix[rows], z, sample_weight=weight)
-            self.coef_[target], self.intercept_[target] = model.coef_.tolist(), float(model.intercept_)
-            self.transforms_[target] = transform
+            self.coef_[name], self.intercept_[name] = model.coef_.tolist(), float(model.intercept_)
+            self.encodings_[name] = encoding
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
         matrix = self._matrix(features.X)
         out = {
-            t: targets.decode(
-                matrix @ np.asarray(c) + self.intercept_[t], features.reference[t], self.transforms_[t]
-            )
+            t: self.encodings_[t].decode(matrix @ np.asarray(c) + self.intercept_[t], features.reference[t])
             for t, c in self.coef_.items()
         }
         return pd.DataFrame(out, index=features.X.index)
@@ -70,15 +63,18 @@ class LinearFamily:
             "scale": self.scale_.tolist(),
             "coef": self.coef_,
             "intercept": self.intercept_,
-            "transforms": self.transforms_,
+            "encodings": {t: e.state() for t, e in self.encodings_.items()},
         }
         (directory / "linear.json").write_text(json.dumps(state))
 
     @classmethod
     def load(cls, directory: Path) -> LinearFamily:
         state = json.loads((directory / "linear.json").read_text())
-        family = cls(alpha=state["alpha"], seed=state["seed"])
+        encodings = encodings_from_state(state)
+        family = cls(
+            targets={t: e.target for t, e in encodings.items()}, alpha=state["alpha"], seed=state["seed"]
+        )
         family.columns_, family.coef_, family.intercept_ = state["columns"], state["coef"], state["intercept"]
         family.center_, family.scale_ = np.array(state["center"]), np.array(state["scale"])
-        family.transforms_ = state["transforms"]
+        family.encodings_ = encodings
         return family

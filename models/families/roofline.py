@@ -12,50 +12,45 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.features import Features
-from preflight.models.families import targets
+from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
 
 
 class RooflineFamily:
     name = "roofline"
 
-    def __init__(self, *, seed: int = 0) -> None:
-        self.seed = seed
+    def __init__(self, *, targets: dict[str, Target], seed: int = 0) -> None:
+        self.targets, self.seed = targets, seed
 
     def fit(
         self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
     ) -> RooflineFamily:
-        reference = features.reference
         weight = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         self.log_efficiency_: dict[str, float] = {}
-        self.transforms_: dict[str, str] = {}
-        for target in Y.columns:
-            rows = targets.present(target, Y[target])
-            if not rows.any():
-                continue
-            transform = targets.choose(target, "log_ratio", reference[target][rows])
-            self.transforms_[target] = transform
-            z = targets.encode(Y[target][rows], reference[target][rows], transform)
-            self.log_efficiency_[target] = _weighted_median(z, weight[rows])
+        self.encodings_: dict[str, Encoding] = {}
+        for name, rows, encoding, z in encoded(self.targets, Y, features.reference, True, min_rows=1):
+            self.encodings_[name] = encoding
+            self.log_efficiency_[name] = _weighted_median(z, weight[rows])
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
         n, reference = len(features.reference), features.reference
         out = {
-            t: targets.decode(np.full(n, c), reference[t], self.transforms_[t])
-            for t, c in self.log_efficiency_.items()
+            t: self.encodings_[t].decode(np.full(n, c), reference[t]) for t, c in self.log_efficiency_.items()
         }
         return pd.DataFrame(out, index=features.reference.index)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        state = {"seed": self.seed, "log_efficiency": self.log_efficiency_, "transforms": self.transforms_}
+        encodings = {t: e.state() for t, e in self.encodings_.items()}
+        state = {"seed": self.seed, "log_efficiency": self.log_efficiency_, "encodings": encodings}
         (directory / "roofline.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
     def load(cls, directory: Path) -> RooflineFamily:
         state = json.loads((directory / "roofline.json").read_text())
-        family = cls(seed=state["seed"])
-        family.log_efficiency_, family.transforms_ = state["log_efficiency"], state["transforms"]
+        encodings = encodings_from_state(state)
+        family = cls(targets={t: e.target for t, e in encodings.items()}, seed=state["seed"])
+        family.log_efficiency_, family.encodings_ = state["log_efficiency"], encodings
         return family
 
 

@@ -1,5 +1,5 @@
-"""Gradient-boosted trees (LightGBM) on the featurizer's table ``X``, one booster per target, each in its
-target's space (``targets.choose``)."""
+"""Gradient-boosted trees (LightGBM) on the featurizer's table ``X``, one booster per target, each on
+its target's scale, relative to the reference where every training row has one (``Encoding``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from preflight.features import Features
-from preflight.models.families import targets
+from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
 
 #: Below this many rows, a second LightGBM thread costs more in synchronisation than it saves.
 PARALLEL_MIN_ROWS = 20_000
@@ -22,18 +22,19 @@ class TreeFamily:
     def __init__(
         self,
         *,
+        targets: dict[str, Target],
         num_leaves: int = 31,
         learning_rate: float = 0.05,
         n_estimators: int = 500,
         min_child_samples: int = 10,
         feature_fraction: float = 0.9,
-        target_transform: str = "log_ratio",
+        relative: bool = True,
         objective: str = "regression",
         seed: int = 0,
     ) -> None:
         self.num_leaves, self.learning_rate, self.n_estimators = num_leaves, learning_rate, n_estimators
         self.min_child_samples, self.feature_fraction = min_child_samples, feature_fraction
-        self.target_transform, self.objective, self.seed = target_transform, objective, seed
+        self.targets, self.relative, self.objective, self.seed = targets, relative, objective, seed
 
     def get_params(self) -> dict:
         return {
@@ -44,7 +45,7 @@ class TreeFamily:
                 "n_estimators",
                 "min_child_samples",
                 "feature_fraction",
-                "target_transform",
+                "relative",
                 "objective",
                 "seed",
             )
@@ -64,48 +65,43 @@ class TreeFamily:
             "force_col_wise": True,
         }
 
-    def fit(
-        self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
-    ) -> TreeFamily:
-        X, reference = features.X, features.reference
-        self.columns_ = list(X.columns)
+    def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> TreeFamily:
+        self.columns_ = list(features.X.columns)
         self.boosters_: dict[str, lgb.Booster] = {}
-        self.transforms_: dict[str, str] = {}
-        for target in Y.columns:
-            rows = targets.present(target, Y[target])
-            if rows.sum() < 2:
-                continue
-            transform = targets.choose(target, self.target_transform, reference[target][rows])
-            z = targets.encode(Y[target][rows], reference[target][rows], transform)
+        self.encodings_: dict[str, Encoding] = {}
+        for name, rows, encoding, z in encoded(self.targets, Y, features.reference, self.relative):
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
-            data = lgb.Dataset(X[rows], z, weight=weight, free_raw_data=True)
-            self.boosters_[target] = lgb.train(self._lgb_params(int(rows.sum())), data, self.n_estimators)
-            self.transforms_[target] = transform
+            data = lgb.Dataset(features.X[rows], z, weight=weight, free_raw_data=True)
+            self.boosters_[name] = lgb.train(self._lgb_params(int(rows.sum())), data, self.n_estimators)
+            self.encodings_[name] = encoding
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
-        out = {}
-        matrix = features.X[self.columns_].to_numpy(
-            dtype=float
-        )  # numpy skips LightGBM's per-call pandas checks
-        for target, booster in self.boosters_.items():
-            z = booster.predict(matrix, num_threads=1)
-            out[target] = targets.decode(z, features.reference[target], self.transforms_[target])
+        matrix = features.X[self.columns_].to_numpy(dtype=float)  # numpy skips LightGBM's pandas checks
+        out = {
+            name: self.encodings_[name].decode(
+                booster.predict(matrix, num_threads=1), features.reference[name]
+            )
+            for name, booster in self.boosters_.items()
+        }
         return pd.DataFrame(out, index=features.X.index)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        for target, booster in self.boosters_.items():
-            booster.save_model(directory / f"{target}.lgb")
-        state = {"params": self.get_params(), "columns": self.columns_, "transforms": self.transforms_}
+        for name, booster in self.boosters_.items():
+            booster.save_model(directory / f"{name}.lgb")
+        encodings = {t: e.state() for t, e in self.encodings_.items()}
+        state = {"params": self.get_params(), "columns": self.columns_, "encodings": encodings}
         (directory / "tree.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
     def load(cls, directory: Path) -> TreeFamily:
         state = json.loads((directory / "tree.json").read_text())
-        family = cls(**state["params"])
-        family.columns_, family.transforms_ = state["columns"], state["transforms"]
-        family.boosters_ = {
-            t: lgb.Booster(model_file=str(directory / f"{t}.lgb")) for t in state["transforms"]
-        }
+        encodings = encodings_from_state(state)
+        params = {
+            k: v for k, v in state["params"].items() if k != "target_transform"
+        }  # saved before issue 11
+        family = cls(targets={t: e.target for t, e in encodings.items()}, **params)
+        family.columns_, family.encodings_ = state["columns"], encodings
+        family.boosters_ = {t: lgb.Booster(model_file=str(directory / f"{t}.lgb")) for t in encodings}
         return family

@@ -2,13 +2,14 @@
 
 from preflight.data.gemm import GemmItem
 from preflight.features import gemm as gemm_features
+from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
 GEMM = register(
     Task(
         name="gemm",
         item=GemmItem,
-        targets={"runtime_ms": "ms", "power_w": "W", "energy_j": "J"},
+        targets={"runtime_ms": Target("ms"), "power_w": Target("W"), "energy_j": Target("J")},
         sources=("local-gemm", "gpperf", "deepbench", "uci-sgemm"),
         featurize=gemm_features.tabular,
         # shape-kernel: a tuning sweep of one shape (UCI) is split by kernel family, library calls by shape

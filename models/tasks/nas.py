@@ -8,6 +8,7 @@ import pandas as pd
 from preflight.data.nas import ArchItem, CurveItem, LatencyItem
 from preflight.features import arch as arch_features
 from preflight.features import curve as curve_features
+from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
 _SPLITS = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
@@ -34,7 +35,14 @@ NAS_ACCURACY = register(
     Task(
         name="nas-accuracy",
         item=ArchItem,
-        targets={"accuracy": "fraction (a score for regression benchmarks such as darcy)"},
+        targets={
+            "accuracy": Target(
+                "fraction",
+                "identity",
+                upper=1.0,
+                description="a score for regression benchmarks such as darcy",
+            )
+        },
         sources=("hw-nas-bench-360", "nas-bench-graph", "ec-nas"),
         featurize=arch_features.tabular,
         groups=_SPLITS,
@@ -43,6 +51,8 @@ NAS_ACCURACY = register(
         default_family="tree",
         baseline="linear",
         metric="kendall",
+        device_column=None,  # accuracy belongs to the architecture and dataset, not to a device
+        seen_columns=("dataset",),
         select=final_accuracy,
         max_rows_per_source=10_000,  # a first start trains every task: keep NAS to minutes on 2 cores
     )
@@ -52,7 +62,7 @@ NAS_LATENCY = register(
     Task(
         name="nas-latency",
         item=LatencyItem,
-        targets={"latency_ms": "ms", "energy_mj": "mJ"},
+        targets={"latency_ms": Target("ms"), "energy_mj": Target("mJ")},
         # NAS-Bench-Graph's latency comes from a machine its file does not name: not a device setting
         sources=("help-nb201", "help-fbnet", "hw-nas-bench-360"),
         featurize=arch_features.tabular,
@@ -62,6 +72,9 @@ NAS_LATENCY = register(
         default_family="tree",
         baseline="linear",
         metric="mape",
+        machine_column="hardware",  # calibration holds a machine out with all its batch sizes and runtimes
+        seen_columns=("dataset",),
+        measured_devices=True,  # HELP's FPGA and Eyeriss have no spec sheet: learned from their latencies
         select=measured_latency,
         max_rows_per_source=10_000,
     )
@@ -113,7 +126,11 @@ NAS_CURVE = register(
     Task(
         name="nas-curve",
         item=CurveItem,
-        targets={"accuracy": "final validation accuracy of the run, a fraction"},
+        targets={
+            "accuracy": Target(
+                "fraction", "identity", upper=1.0, description="final validation accuracy of the run"
+            )
+        },
         sources=("local-curves", "ec-nas", "lcdb"),
         featurize=curve_features.tabular,
         groups={"arch": ("arch_group",), "run": ("run",), "dataset": ("dataset",)},
@@ -122,6 +139,8 @@ NAS_CURVE = register(
         default_family="tree",
         baseline="extrapolation",
         metric="mae",
+        device_column=None,
+        seen_columns=("dataset",),
         select=partial_curves,
     )
 )

@@ -6,9 +6,11 @@ from collections import Counter
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from preflight.data.catalogue import DeviceSpec
+from preflight.data.errors import UnknownDevice
 from preflight.models.task import Task, get_task
 from preflight.service.deps import StateDep
 from preflight.service.schemas import DevicePublic, DeviceRegistration
+from preflight.service.state import ServiceState
 from pydantic import ValidationError
 
 router = APIRouter(tags=["devices"])
@@ -77,7 +79,7 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
             [{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device", "input": None}]
         )
     task = get_task(body.task) if body.measurements else None
-    if task is not None and "device" not in task.item.model_fields:
+    if task is not None and task.device_column is None:
         raise RequestValidationError(
             [
                 {
@@ -89,10 +91,23 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
                 }
             ]
         )
-    device_id = body.spec.id if body.spec is not None else state.catalogue.resolve(body.device).id
-    rows = _measurement_rows(task, device_id, body.measurements) if task is not None else []
-    if body.spec is not None:  # measurements were checked above: a refused request registers nothing
-        state.catalogue.register(body.spec)
+    spec = body.spec or _known_device(state, body.device or "", task)
+    rows = _measurement_rows(task, spec.id, body.measurements) if task is not None else []
+    if (
+        spec.kind == "unknown" or body.spec is not None
+    ):  # measurements were checked: a refusal registers nothing
+        state.catalogue.register(spec)
     if rows:
         state.add_measurements(task, rows)
-    return _public(state.catalogue.resolve(device_id), _counts(state))
+    return _public(state.catalogue.resolve(spec.id), _counts(state))
+
+
+def _known_device(state: ServiceState, name: str, task: Task | None) -> DeviceSpec:
+    """The catalogue's device of that name; a name it does not know, given with measurements for a task
+    that learns devices from measurements alone, becomes a device without a spec sheet."""
+    try:
+        return state.catalogue.resolve(name)
+    except UnknownDevice:
+        if task is None or not task.measured_devices:
+            raise
+        return DeviceSpec.known_by_measurements(name)

@@ -2,22 +2,21 @@
 
 from fastapi import APIRouter
 from preflight.data.errors import UnknownTask
+from preflight.models.inference import predict_items
 from preflight.models.task import Task, all_tasks
 from preflight.service.deps import StateDep
-from preflight.service.schemas import ModelInfoPublic, PredictResponse, predict_request
+from preflight.service.schemas import ModelInfoPublic, PredictRequest, PredictResponse, predict_request
 
 
 def _endpoint(task: Task):
-    Request = predict_request(task)
-
-    def predict(body: Request, state: StateDep) -> PredictResponse:  # type: ignore[valid-type]
+    def predict(body: PredictRequest, state: StateDep) -> PredictResponse:
         champion = state.champion(task.name)
-        rows = task.items_to_rows(body.items)
-        estimates = champion.predictor.predict(task.featurize(rows, state.catalogue), body.coverage)
+        prediction = predict_items(task, champion.predictor, state.catalogue, body.items, body.coverage)
         return PredictResponse(
-            task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=estimates.records()
+            task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=prediction.records()
         )
 
+    predict.__annotations__["body"] = predict_request(task)  # FastAPI validates with the task's item model
     predict.__doc__ = (
         f"Estimates of {', '.join(task.targets)} with intervals and an out-of-distribution flag."
     )

@@ -1,7 +1,7 @@
 from fastapi import APIRouter
 from preflight.models.task import all_tasks
 from preflight.service.deps import StateDep
-from preflight.service.schemas import TaskPublic
+from preflight.service.schemas import TargetPublic, TaskPublic
 
 router = APIRouter(tags=["tasks"])
 
@@ -17,7 +17,7 @@ def list_tasks(state: StateDep) -> list[TaskPublic]:
     return [
         TaskPublic(
             name=t.name,
-            targets=t.targets,
+            targets={name: TargetPublic(**target.state()) for name, target in t.targets.items()},
             sources=list(t.sources),
             families=list(t.families),
             group_key=t.group_key,

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 from preflight.data.collect import host
-from preflight.data.errors import PreflightError
+from preflight.data.errors import PreflightError, UsageError
 from preflight.data.threads import torch_threads
 
 #: Two hyper-threads of one core on each of two packages, as an x86 guest's /proc/cpuinfo shows them.
@@ -89,7 +89,7 @@ def test_a_cpu_without_a_known_clock_gets_no_spec(fake_host):
 
 def test_device_names_are_parsed_or_refused():
     assert host.parse_device("cpu") == torch.device("cpu")
-    with pytest.raises(ValueError, match="cuda:N"):
+    with pytest.raises(UsageError, match="cuda:N"):
         host.parse_device("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(PreflightError, match="no CUDA device"):

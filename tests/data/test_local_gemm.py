@@ -85,4 +85,4 @@ def test_a_missing_side_file_is_an_error_naming_where_it_was_expected(tmp_path):
 
 def test_an_invalid_side_file_is_an_error(tmp_path):
     with pytest.raises(DataError, match="not a valid device spec"):
-        local_gemm.load(write(tmp_path, GOOD, spec=SPEC | {"peak_tflops": {}}))
+        local_gemm.load(write(tmp_path, GOOD, spec=SPEC | {"peak_tflops": {"fp16": 10.0}}))

@@ -3,7 +3,11 @@ import math
 import numpy as np
 import pytest
 from preflight.models.conformal import Conformal, NotConformalized
+from preflight.models.targets import Target
 from scipy import stats
+
+
+TARGETS = {"runtime_ms": Target("ms"), "accuracy": Target("fraction", "identity", upper=1.0)}
 
 
 def _relative_errors(rng, n):
@@ -27,7 +31,7 @@ def test_coverage_is_valid_over_many_splits(target, draw):
         observed = []
         for _ in range(trials):
             y, y_pred = draw(rng, n_cal + n_test)
-            calibrator = Conformal(target).conformalize(y[:n_cal], y_pred[:n_cal])
+            calibrator = Conformal(TARGETS[target]).conformalize(y[:n_cal], y_pred[:n_cal])
             low, high = calibrator.interval(y_pred[n_cal:], coverage)
             observed.append(np.mean((y[n_cal:] >= low) & (y[n_cal:] <= high)))
         upper = coverage + 1 / (n_cal + 1)
@@ -37,7 +41,7 @@ def test_coverage_is_valid_over_many_splits(target, draw):
 
 
 def test_too_few_scores_give_an_unbounded_interval():
-    calibrator = Conformal("runtime_ms").conformalize(np.array([1.0, 2.0]), np.array([1.1, 1.9]))
+    calibrator = Conformal(TARGETS["runtime_ms"]).conformalize(np.array([1.0, 2.0]), np.array([1.1, 1.9]))
     assert math.isinf(calibrator.quantile(0.9))
     low, high = calibrator.interval(np.array([5.0]), 0.9)
     assert low[0] == 0 and math.isinf(high[0])
@@ -45,21 +49,21 @@ def test_too_few_scores_give_an_unbounded_interval():
 
 def test_steps_and_domain_are_checked():
     with pytest.raises(NotConformalized, match="conformalize"):
-        Conformal("runtime_ms").interval(np.array([1.0]), 0.9)
-    with pytest.raises(ValueError, match="y_true > 0"):
-        Conformal("runtime_ms").conformalize(np.array([0.0]), np.array([1.0]))
+        Conformal(TARGETS["runtime_ms"]).interval(np.array([1.0]), 0.9)
+    with pytest.raises(ValueError, match="inside its domain"):
+        Conformal(TARGETS["runtime_ms"]).conformalize(np.array([0.0]), np.array([1.0]))
     with pytest.raises(ValueError, match="coverage"):
-        Conformal.from_scores("runtime_ms", [0.1, 0.2]).quantile(1.5)
+        Conformal.from_scores(TARGETS["runtime_ms"], [0.1, 0.2]).quantile(1.5)
 
 
 def test_absolute_intervals_are_symmetric_in_the_target_units():
-    calibrator = Conformal("accuracy").conformalize(np.array([-0.2, 0.5, 0.9]), np.array([-0.1, 0.3, 0.9]))
+    calibrator = Conformal(TARGETS["accuracy"]).conformalize(np.array([-0.2, 0.5, 0.9]), np.array([-0.1, 0.3, 0.9]))
     low, high = calibrator.interval(np.array([-0.5]), 0.5)
     np.testing.assert_allclose([low[0], high[0]], [-0.6, -0.4])
 
 
 def test_probability_above_counts_the_residuals_that_carry_an_estimate_past_a_threshold():
-    calibrator = Conformal.from_residuals("accuracy", [0.2, -0.1, 0.0, 0.1])
+    calibrator = Conformal.from_residuals(TARGETS["accuracy"], [0.2, -0.1, 0.0, 0.1])
     assert calibrator.probability_above(np.array([0.5]), np.array([0.55]))[0] == pytest.approx(0.5)
     assert calibrator.probability_above(np.array([0.5]), np.array([0.35]))[0] == pytest.approx(
         0.8
@@ -76,7 +80,7 @@ def test_probabilities_are_calibrated_where_the_error_grows_along_the_scale():
         estimate = rng.uniform(-5, -4, n)
         return estimate + rng.normal(0, 0.01 + 0.3 * (estimate + 5), n), estimate
 
-    calibrator = Conformal("accuracy").conformalize(*draw(5000))
+    calibrator = Conformal(TARGETS["accuracy"]).conformalize(*draw(5000))
     y_new, estimate = draw(4000)
     threshold = estimate + rng.normal(0, 0.2, 4000)
     p = calibrator.probability_above(estimate, threshold)
@@ -86,5 +90,5 @@ def test_probabilities_are_calibrated_where_the_error_grows_along_the_scale():
 
 
 def test_nothing_exceeds_the_targets_bound():
-    calibrator = Conformal.from_residuals("accuracy", [0.2, -0.1, 0.0, 0.1])
+    calibrator = Conformal.from_residuals(TARGETS["accuracy"], [0.2, -0.1, 0.0, 0.1])
     assert calibrator.probability_above(np.array([0.95, 0.95]), np.array([1.0, 0.9])).tolist() == [0.0, 0.75]

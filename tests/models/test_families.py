@@ -1,60 +1,81 @@
-"""One contract test for every family: fit is deterministic, state round-trips, outputs are sane."""
+"""One contract test for every family of every registered task, on that task's sample data: fit is
+deterministic, state round-trips, outputs are sane, and the whole predictor (calibration, envelope)
+saves and loads."""
 
 import numpy as np
 import pandas as pd
 import pytest
-from preflight.data import sources
+from preflight.data.settings import Settings
+from preflight.data.errors import UsageError
+from preflight.models import artifacts
+from preflight.models.datasets import task_data
 from preflight.models.families import FAMILIES, make_family
-from preflight.models.families.targets import is_absolute
-from preflight.models.task import get_task
+from preflight.models.predictor import Predictor
+from preflight.models.task import all_tasks, get_task
 
 from tests.conftest import synthetic_gemm
-from tests.nas import write_hw_nas_bench
+from tests.samples import sample_paths
+
+GEMM = get_task("gemm")
 
 
 @pytest.fixture(scope="module")
 def data(catalogue):
     rows = synthetic_gemm(300, seed=1, catalogue=catalogue)
-    task = get_task("gemm")
-    features = task.featurize(rows, catalogue)
-    return features, rows[list(task.targets)]
+    return GEMM.featurize(rows, catalogue), GEMM.target_frame(rows)
 
 
 @pytest.fixture(scope="module")
-def nas_data(catalogue, tmp_path_factory):
-    """NAS accuracy rows (darcy's score below zero, so an absolute target) from a HW-NAS-Bench-360-layout file."""
-    task = get_task("nas-accuracy")
-    rows = task.rows(
-        sources.load("hw-nas-bench-360", write_hw_nas_bench(tmp_path_factory.mktemp("nas"), n=120)).rows
-    )
-    return task.featurize(rows, catalogue), rows[list(task.targets)]
+def samples(catalogue, tmp_path_factory):
+    """Each task's features and targets from its sample files, at most 600 rows (seeded)."""
+    out, settings = {}, Settings(home=tmp_path_factory.mktemp("home"))
+    for task in all_tasks():
+        paths = sample_paths(task.name, tmp_path_factory.mktemp(task.name))
+        rows = task_data(task, settings, catalogue, paths).rows
+        rows = rows.sample(min(len(rows), 600), random_state=0).reset_index(drop=True)
+        out[task.name] = task.featurize(rows, catalogue), task.target_frame(rows)
+    return out
 
 
 #: Small settings for the slow families, so the contract test stays fast.
-FAST = {"gnn": {"epochs": 20, "hidden": 16, "head_hidden": 32}}
-CASES = [
-    (task, name)
-    for task in ("gemm", "nas-accuracy")
-    for name in sorted({*get_task(task).families, get_task(task).baseline})
-]
+FAST = {"gnn": {"epochs": 10, "hidden_channels": 16, "head_hidden": 32}}
+CASES = [(task.name, name) for task in all_tasks() for name in sorted({*task.families, task.baseline})]
 
 
-@pytest.mark.parametrize(("task", "name"), CASES)
-def test_family_contract(task, name, request, tmp_path):
+@pytest.mark.parametrize(("task_name", "name"), CASES)
+def test_family_contract(task_name, name, samples, tmp_path):
     """Every family of every task, on that task's data."""
-    features, Y = request.getfixturevalue("data" if task == "gemm" else "nas_data")
-    family = make_family(name, seed=3, **FAST.get(name, {}))
+    task = get_task(task_name)
+    features, Y = samples[task_name]
+    family = make_family(name, task.targets, seed=3, **FAST.get(name, {}))
     assert not any(k.endswith("_") for k in vars(family)), "constructor stores hyperparameters only"
     first = family.fit(features, Y).predict(features)
-    again = make_family(name, seed=3, **FAST.get(name, {})).fit(features, Y).predict(features)
+    again = make_family(name, task.targets, seed=3, **FAST.get(name, {})).fit(features, Y).predict(features)
     pd.testing.assert_frame_equal(first, again)
-    assert list(first.columns) == list(Y.columns) and len(first) == len(Y)
+    learned = [t for t in Y.columns if task.targets[t].present(Y[t]).sum() >= 2]
+    assert list(first.columns) == learned and len(first) == len(Y)
     assert np.isfinite(first.to_numpy()).all()
-    positive = [t for t in Y.columns if not is_absolute(t)]
+    positive = [t for t in learned if task.targets[t].scale == "log"]
     assert (first[positive].to_numpy() > 0).all()
     family.save(tmp_path / name)
     loaded = FAMILIES[name].load(tmp_path / name)
     np.testing.assert_allclose(loaded.predict(features), first)
+
+
+@pytest.mark.parametrize(("task_name", "name"), CASES)
+def test_predictor_contract(task_name, name, samples, tmp_path):
+    """The family inside a calibrated predictor: intervals bracket estimates, and it saves and loads."""
+    task = get_task(task_name)
+    features, Y = samples[task_name]
+    groups = task.group_values(features.meta, task.group_key)
+    predictor = Predictor(task, name, params=FAST.get(name)).fit(features, Y, groups)
+    estimates = predictor.predict(features, 0.8)
+    for target in estimates.value.columns:
+        assert (estimates.low[target] <= estimates.value[target] + 1e-9).all()
+        assert (estimates.value[target] <= estimates.high[target] + 1e-9).all()
+    artifacts.save(predictor, tmp_path)
+    loaded = artifacts.load(tmp_path).predict(features, 0.8)
+    pd.testing.assert_frame_equal(loaded.high, estimates.high)
 
 
 def test_tree_beats_roofline_on_structured_data(data):
@@ -62,7 +83,7 @@ def test_tree_beats_roofline_on_structured_data(data):
     train, test = np.arange(200), np.arange(200, 300)
     errors = {}
     for name in ("tree", "roofline"):
-        family = make_family(name).fit(features.take(train), Y.iloc[train].reset_index(drop=True))
+        family = make_family(name, GEMM.targets).fit(features.take(train), Y.iloc[train].reset_index(drop=True))
         pred = family.predict(features.take(test))["runtime_ms"].to_numpy()
         measured = Y["runtime_ms"].iloc[test].to_numpy()
         errors[name] = np.median(np.abs(pred - measured) / measured)
@@ -73,10 +94,10 @@ def test_targets_missing_on_some_rows_train_on_the_rest(data):
     features, Y = data
     Y = Y.copy()
     Y.loc[::2, "power_w"] = np.nan
-    family = make_family("tree").fit(features, Y)
+    family = make_family("tree", GEMM.targets).fit(features, Y)
     assert family.predict(features)["power_w"].notna().all()
 
 
 def test_unknown_family_is_refused():
-    with pytest.raises(ValueError, match="known families"):
-        make_family("crystal-ball")
+    with pytest.raises(UsageError, match="known families"):
+        make_family("crystal-ball", GEMM.targets)

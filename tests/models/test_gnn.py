@@ -3,13 +3,16 @@
 import numpy as np
 import pandas as pd
 import pytest
-from preflight.features import Features
+from preflight.data.errors import UsageError
+from preflight.features import Features, Graphs
 from preflight.features.arch import tabular
 from preflight.models.families.gnn import GnnFamily
+from preflight.models.targets import Target
 from scipy.stats import kendalltau
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
-FAST = {"epochs": 40, "batch_size": 64, "hidden": 32, "head_hidden": 64}
+TARGETS = {"accuracy": Target("fraction", "identity", upper=1.0), "latency_ms": Target("ms")}
+FAST = {"targets": TARGETS, "epochs": 40, "batch_size": 64, "hidden_channels": 32, "head_hidden": 64}
 
 
 def nb201_rows(n: int, seed: int) -> pd.DataFrame:
@@ -59,7 +62,7 @@ def fitted(data):
 
 def test_two_fits_agree_and_a_saved_model_predicts_the_same(data, fitted, tmp_path):
     features, Y = data
-    assert not any(k.endswith("_") for k in vars(GnnFamily())), "constructor stores hyperparameters only"
+    assert not any(k.endswith("_") for k in vars(GnnFamily(targets=TARGETS))), "constructor stores hyperparameters only"
     train = np.arange(150)
     again = GnnFamily(seed=1, **FAST).fit(features.take(train), Y.iloc[train].reset_index(drop=True))
     first = fitted.predict(features)
@@ -115,8 +118,24 @@ def test_scores_below_zero_are_learned_as_they_are(data):
     assert np.isfinite(predicted["accuracy"]).all() and (predicted["accuracy"] < 0).mean() > 0.9
 
 
-def test_rows_without_an_architecture_are_refused(data):
+def test_features_without_graphs_are_refused(data):
     features, Y = data
-    anonymous = Features(features.X, features.reference, features.meta.drop(columns="arch"))
-    with pytest.raises(ValueError, match="meta"):
-        GnnFamily(epochs=1).fit(anonymous, Y)
+    flat = Features(features.X, features.reference, features.meta)
+    with pytest.raises(UsageError, match="needs graphs"):
+        GnnFamily(targets=TARGETS, epochs=1).fit(flat, Y)
+
+
+def test_any_graph_is_learned_not_only_architectures():
+    """Graphs that no NAS notation made (a chain of n nodes, one feature channel): the GNN learns their size."""
+    sizes = np.arange(2, 42)
+    graphs = Graphs.of(
+        list(sizes),
+        lambda n: (np.ones((n, 1), np.float32), np.array([np.arange(n - 1), np.arange(1, n)], dtype=np.int64)),
+    )
+    frame = pd.DataFrame(index=range(len(sizes)))
+    features = Features(frame.assign(ctx_bias=1.0), pd.DataFrame({"latency_ms": np.nan}, index=frame.index), frame, graphs)
+    Y = pd.DataFrame({"latency_ms": sizes * 0.5})
+    family = GnnFamily(targets={"latency_ms": Target("ms")}, epochs=150, hidden_channels=16, head_hidden=16)
+    predicted = family.fit(features, Y).predict(features)["latency_ms"]
+    assert family.in_channels_ == 1
+    assert kendalltau(predicted, Y["latency_ms"]).statistic > 0.9

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from preflight.data.catalogue import Catalogue
+from preflight.models import artifacts
 from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
 
@@ -15,7 +16,7 @@ def fitted(catalogue):
     rows = synthetic_gemm(400, seed=2, catalogue=catalogue)
     features = TASK.featurize(rows, catalogue)
     Y = rows[list(TASK.targets)]
-    predictor = Predictor("gemm", "tree").fit(features, Y, TASK.group_values(features.meta, "shape"))
+    predictor = Predictor(TASK, "tree").fit(features, Y, TASK.group_values(features.meta, "shape"))
     return predictor, features, Y
 
 
@@ -77,7 +78,7 @@ def test_measurements_of_a_target_the_model_lacks_are_ignored(catalogue):
     rows = synthetic_gemm(120, seed=7, catalogue=catalogue)
     features = TASK.featurize(rows, catalogue)
     runtime_only = rows[list(TASK.targets)].assign(power_w=np.nan, energy_j=np.nan)
-    predictor = Predictor("gemm", "roofline").fit(
+    predictor = Predictor(TASK, "roofline").fit(
         features, runtime_only, TASK.group_values(features.meta, "shape")
     )
     shots = synthetic_gemm(10, seed=8, devices=("NV_P100",), catalogue=catalogue)
@@ -88,8 +89,8 @@ def test_measurements_of_a_target_the_model_lacks_are_ignored(catalogue):
 
 def test_save_and_load_round_trip(fitted, catalogue, tmp_path):
     predictor, features, _ = fitted
-    predictor.save(tmp_path)
-    loaded = Predictor.load(tmp_path)
+    artifacts.save(predictor, tmp_path)
+    loaded = artifacts.load(tmp_path)
     a, b = predictor.predict(features, 0.8), loaded.predict(features, 0.8)
     pd.testing.assert_frame_equal(a.value, b.value)
     pd.testing.assert_frame_equal(a.high, b.high)
@@ -104,20 +105,20 @@ def test_save_and_load_round_trip(fitted, catalogue, tmp_path):
 def test_a_predictor_saved_before_probabilities_still_loads_and_saves(fitted, tmp_path):
     """Saved before issue 5: |residuals| only. Intervals as before; saving it again works."""
     predictor, features, _ = fitted
-    predictor.save(tmp_path / "old")
+    artifacts.save(predictor, tmp_path / "old")
     for name in ("residuals.npz", "estimates.npz"):
         (tmp_path / "old" / name).unlink()
-    old = Predictor.load(tmp_path / "old")
+    old = artifacts.load(tmp_path / "old")
     pd.testing.assert_frame_equal(old.predict(features, 0.8).high, predictor.predict(features, 0.8).high)
-    old.save(tmp_path / "again")
+    artifacts.save(old, tmp_path / "again")
     pd.testing.assert_frame_equal(
-        Predictor.load(tmp_path / "again").predict(features, 0.8).high, predictor.predict(features, 0.8).high
+        artifacts.load(tmp_path / "again").predict(features, 0.8).high, predictor.predict(features, 0.8).high
     )
 
 
 def test_devices_known_only_by_spec_sheet_get_device_held_out_intervals(fitted, catalogue):
     predictor, _, _ = fitted
-    assert {"seen/*", "unseen/*", "seen/plain", "unseen/plain"} <= set(predictor.calibrators_)
+    assert {"seen/*", "unseen/*", "seen/plain", "unseen/plain"} <= set(predictor.calibration_.calibrators)
     rows = pd.DataFrame(
         {
             "m": [512, 512],
@@ -132,10 +133,10 @@ def test_devices_known_only_by_spec_sheet_get_device_held_out_intervals(fitted, 
     estimates = predictor.predict(TASK.featurize(rows, catalogue), 0.9)
     ratio = (estimates.high["runtime_ms"] / estimates.value["runtime_ms"]).to_numpy()
     assert ratio[0] == pytest.approx(
-        np.exp(predictor.calibrator("runtime_ms", "seen", "plain").quantile(0.9))
+        np.exp(predictor.calibration_.calibrator("runtime_ms", "seen", "plain").quantile(0.9))
     )
     assert ratio[1] == pytest.approx(
-        np.exp(predictor.calibrator("runtime_ms", "unseen", "plain").quantile(0.9))
+        np.exp(predictor.calibration_.calibrator("runtime_ms", "unseen", "plain").quantile(0.9))
     )
 
 

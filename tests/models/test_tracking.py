@@ -1,5 +1,5 @@
 import pytest
-from preflight.data.errors import NotTrained
+from preflight.data.errors import NotTrained, UsageError
 from preflight.data.sources import local_gemm
 from preflight.models import tracking
 from preflight.models.task import get_task
@@ -42,7 +42,7 @@ def test_loading_a_missing_champion_says_how_to_train(settings):
 
 
 def test_a_family_the_task_does_not_list_is_refused(settings, catalogue):
-    with pytest.raises(ValueError, match="its families: tree, roofline"):
+    with pytest.raises(UsageError, match="its families: tree, roofline"):
         train(TASK, settings, catalogue, family="crystal-ball", paths={"local-gemm": local_gemm.SHIPPED})
 
 

@@ -47,7 +47,10 @@ def test_tasks_list_schema_targets_and_champion(client):
     tasks = {t["name"]: t for t in client.get("/v1/tasks").json()}
     assert set(tasks) == {"gemm", "nas-accuracy", "nas-latency", "nas-curve"}
     gemm = tasks["gemm"]
-    assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == "ms"
+    assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == {
+        "unit": "ms", "scale": "log", "lower": None, "upper": None, "zero_ok": False, "description": ""
+    }
+    assert tasks["nas-accuracy"]["targets"]["accuracy"]["scale"] == "identity"
     assert {"m", "n", "k", "dtype", "device"} <= set(gemm["input_schema"]["properties"])
     assert gemm["champion"]["family"] == "tree"
 

@@ -65,13 +65,13 @@ def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch,
     assert "mean" in report["metrics"]["runtime_ms"] and report["baseline"]["name"] == "roofline"
 
 
-def test_errors_exit_1_with_the_error_type(tmp_path, monkeypatch):
+def test_errors_exit_1_or_2_with_the_error_type(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
     result = runner.invoke(
         app, ["evaluate", "gemm", "--source", "deepbench", "--path", str(tmp_path / "none.csv"), "--json"]
     )
     assert result.exit_code == 1 and "DataError" in result.output
-    assert runner.invoke(app, ["train", "nope"]).exit_code == 1
+    assert runner.invoke(app, ["train", "nope"]).exit_code == 2  # a usage error: an unknown task
 
 
 def test_predict_command_uses_the_champion(trained_home, tmp_path, monkeypatch):

@@ -1,0 +1,125 @@
+"""A predictor on disk (what MLflow stores as the run's ``predictor`` artifact, and the service loads).
+
+``predictor.json`` holds the state (task, family, envelope...); ``family/`` the family's own files;
+``residuals.npz`` and ``estimates.npz`` the calibrators (``scores.npz`` too, what any version reads);
+``train.parquet`` the training table kept for few-shot refits, with ``graphs.npz`` and
+``sequences.npz`` beside it when the features have them. Adaptations are not saved: the service
+replays them from the stored measurements.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from preflight.features import Features, Graphs, Sequences
+from preflight.models.calibration import Calibration, Calibrators
+from preflight.models.conformal import Conformal
+from preflight.models.envelope import Envelope
+from preflight.models.families import FAMILIES
+from preflight.models.predictor import Predictor
+from preflight.models.targets import Target
+from preflight.models.task import get_task
+
+_PARTS = ("X", "reference", "meta")
+
+
+def save(predictor: Predictor, directory: Path) -> None:
+    predictor.base_family_.save(directory / "family")
+    keys = [(key, t) for key, per_target in predictor.calibration_.calibrators.items() for t in per_target]
+    calibrators = [predictor.calibration_.calibrators[k][t] for k, t in keys]
+    np.savez_compressed(directory / "scores.npz", *(c.scores_ for c in calibrators))
+    if all(c.residuals_ is not None for c in calibrators):  # not for calibrators loaded from scores alone
+        np.savez_compressed(directory / "residuals.npz", *(c.residuals_ for c in calibrators))
+        np.savez_compressed(directory / "estimates.npz", *(c.estimates_ for c in calibrators))
+    _save_training(*predictor.train_, directory)
+    predictor.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
+    state = {
+        "task": predictor.task.name,
+        "family": predictor.family,
+        "seed": predictor.seed,
+        "calibration_folds": predictor.calibration_folds,
+        "params": predictor.params,
+        "calibrators": keys,
+        "envelope": predictor.envelope_.state(),
+        "target_devices": predictor.target_devices_,
+    }
+    (directory / "predictor.json").write_text(json.dumps(state))
+
+
+def load(directory: Path) -> Predictor:
+    state = json.loads((directory / "predictor.json").read_text())
+    task = get_task(state["task"])
+    predictor = Predictor(
+        task, state["family"], seed=state["seed"], calibration_folds=state["calibration_folds"],
+        params=state["params"],
+    )  # fmt: skip
+    predictor.family_ = predictor.base_family_ = FAMILIES[state["family"]].load(directory / "family")
+    predictor.calibration_ = Calibration(
+        task.targets, _load_calibrators(directory, state["calibrators"], task.targets)
+    )
+    predictor.envelope_ = Envelope.from_state(state["envelope"])
+    predictor.target_devices_ = state.get("target_devices", {})  # absent from predictors saved before issue 4
+    predictor.train_ = _load_training(directory)
+    residuals = directory / "unseen_residuals.parquet"  # absent from predictors saved before issue 4
+    predictor.unseen_residuals_ = (
+        pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
+    )
+    return predictor
+
+
+def _load_calibrators(directory: Path, keys: list, targets: dict[str, Target]) -> Calibrators:
+    """Calibrators from signed residuals and their estimates, or from the |residuals| alone where a
+    predictor saved none (before issue 5): intervals, but no probabilities, from those."""
+    out: Calibrators = {}
+    if not (directory / "residuals.npz").exists():
+        with np.load(directory / "scores.npz") as scores:
+            for i, (key, name) in enumerate(keys):
+                out.setdefault(key, {})[name] = Conformal.from_scores(targets[name], scores[f"arr_{i}"])
+        return out
+    with np.load(directory / "residuals.npz") as residuals, np.load(directory / "estimates.npz") as estimates:
+        for i, (key, name) in enumerate(keys):
+            calibrator = Conformal.from_residuals(targets[name], residuals[f"arr_{i}"], estimates[f"arr_{i}"])
+            out.setdefault(key, {})[name] = calibrator
+    return out
+
+
+def _save_training(features: Features, Y: pd.DataFrame, directory: Path) -> None:
+    """Features and targets as one flat table with prefixed columns, graphs and sequences beside it."""
+    frames = [getattr(features, part).add_prefix(f"{part}:") for part in _PARTS] + [Y.add_prefix("y:")]
+    pd.concat([f.reset_index(drop=True) for f in frames], axis=1).to_parquet(directory / "train.parquet")
+    if features.graphs is not None:
+        arrays = features.graphs.arrays
+        np.savez_compressed(
+            directory / "graphs.npz",
+            x=np.concatenate([x for x, _ in arrays]),
+            edge_index=np.concatenate([e for _, e in arrays], axis=1),
+            nodes=np.array([len(x) for x, _ in arrays]),
+            edges=np.array([e.shape[1] for _, e in arrays]),
+            index=features.graphs.index,
+        )
+    if features.sequences is not None:
+        np.savez_compressed(
+            directory / "sequences.npz", values=features.sequences.values, mask=features.sequences.mask
+        )
+
+
+def _load_training(directory: Path) -> tuple[Features, pd.DataFrame]:
+    table = pd.read_parquet(directory / "train.parquet")
+
+    def part(prefix: str) -> pd.DataFrame:
+        columns = [c for c in table.columns if c.startswith(f"{prefix}:")]
+        return table[columns].rename(columns=lambda c: c.split(":", 1)[1])
+
+    features = Features(*(part(p) for p in _PARTS))
+    if (directory / "graphs.npz").exists():
+        with np.load(directory / "graphs.npz") as g:
+            x = np.split(g["x"], np.cumsum(g["nodes"])[:-1])
+            edges = np.split(g["edge_index"], np.cumsum(g["edges"])[:-1], axis=1)
+            features.graphs = Graphs.from_arrays(list(zip(x, edges)), g["index"])
+    if (directory / "sequences.npz").exists():
+        with np.load(directory / "sequences.npz") as s:
+            features.sequences = Sequences(s["values"], s["mask"])
+    return features, part("y")

@@ -1,0 +1,111 @@
+"""Calibration of any family: conformal scores from grouped out-of-fold residuals, by side and stratum.
+
+A *side* says whether a row's device was seen in training (``seen``) or is known only by its spec
+sheet (``unseen``); a *stratum* is the task's ``stratum_column`` (rows that err differently, e.g. a
+tuner's kernel sweep and a library call). Each (side, stratum) with at least ``MIN_STRATUM_SCORES``
+scores gets its own calibrator (Mondrian calibration); ``<side>/*`` pools a side's strata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+from preflight.data.errors import ModelStateError
+from preflight.models.conformal import Conformal
+from preflight.models.targets import Target
+
+#: A calibration stratum with fewer scores than this falls back to the pooled scores of its side.
+MIN_STRATUM_SCORES = 30
+
+#: Calibrators per key (``seen/*``, ``unseen/kernel``...) and target.
+Calibrators = dict[str, dict[str, Conformal]]
+
+
+def strata(meta: pd.DataFrame, column: str | None) -> np.ndarray:
+    """Each row's stratum (``all`` for a task without one)."""
+    if column is None or column not in meta:
+        return np.full(len(meta), "all")
+    return meta[column].astype(str).to_numpy()
+
+
+def aligned_residual(target: Target, y: pd.Series, predicted: pd.Series) -> np.ndarray:
+    """The residual of every row, NaN where the measurement or the estimate is unusable."""
+    ok = target.present(y) & target.present(predicted)
+    residual = np.full(len(y), np.nan)
+    residual[ok] = target.residual(y[ok].to_numpy(dtype=float), predicted[ok].to_numpy(dtype=float))
+    return residual
+
+
+def residuals(target: Target, y: pd.Series, predicted: pd.Series) -> np.ndarray:
+    """The residuals of the rows where both sides are usable."""
+    residual = aligned_residual(target, y, predicted)
+    return residual[~np.isnan(residual)]
+
+
+def residual_table(
+    targets: dict[str, Target], Y: pd.DataFrame, predicted: pd.DataFrame, devices: pd.Series
+) -> pd.DataFrame:
+    """Residuals per row and target, beside each row's device."""
+    return pd.DataFrame(
+        {"device_id": devices.astype(str).to_numpy()}
+        | {t: aligned_residual(targets[t], Y[t], predicted[t]) for t in Y.columns}
+    )
+
+
+class Calibration:
+    """Calibrators by side, stratum and target, and intervals and probabilities from them."""
+
+    def __init__(self, targets: dict[str, Target], calibrators: Calibrators | None = None) -> None:
+        self.targets, self.calibrators = targets, calibrators or {}
+
+    def add(self, side: str, Y: pd.DataFrame, oof: pd.DataFrame, row_strata: np.ndarray) -> None:
+        """Calibrators of one side from measured targets and their out-of-fold estimates."""
+        for name in Y.columns:
+            target = self.targets[name]
+            usable = target.present(Y[name]) & target.present(oof[name])
+            if not usable.any():
+                continue
+            self._put(f"{side}/*", name, Y[name][usable], oof[name][usable])
+            for stratum in np.unique(row_strata[usable]):
+                rows = usable & (row_strata == stratum)
+                if rows.sum() >= MIN_STRATUM_SCORES:
+                    self._put(f"{side}/{stratum}", name, Y[name][rows], oof[name][rows])
+
+    def _put(self, key: str, name: str, y: pd.Series, estimate: pd.Series) -> None:
+        self.calibrators.setdefault(key, {})[name] = Conformal(self.targets[name]).conformalize(y, estimate)
+
+    @property
+    def calibrated(self) -> list[str]:
+        """The targets there are scores for."""
+        return list(self.calibrators.get("seen/*", {}))
+
+    def calibrator(self, target: str, side: str, stratum: str) -> Conformal:
+        """The most specific calibrator there are scores for."""
+        for key in (f"{side}/{stratum}", f"{side}/*", f"seen/{stratum}", "seen/*"):
+            if target in self.calibrators.get(key, {}):
+                return self.calibrators[key][target]
+        raise ModelStateError(f"no calibration scores for {target!r}")
+
+    def interval(
+        self, target: str, value: np.ndarray, sides: np.ndarray, row_strata: np.ndarray, coverage: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        low, high = np.empty_like(value), np.empty_like(value)
+        for key, rows in _groups(sides, row_strata):
+            low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
+        return low, high
+
+    def probability_above(
+        self, target: str, value: np.ndarray, threshold: np.ndarray, sides: np.ndarray, row_strata: np.ndarray
+    ) -> np.ndarray:
+        out = np.empty_like(value)
+        for key, rows in _groups(sides, row_strata):
+            out[rows] = self.calibrator(target, *key).probability_above(value[rows], threshold[rows])
+        return out
+
+
+def _groups(sides: np.ndarray, row_strata: np.ndarray) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
+    """(side, stratum) and its rows."""
+    for key in set(zip(sides, row_strata)):
+        yield key, (sides == key[0]) & (row_strata == key[1])
