@@ -23,6 +23,9 @@ serve: $(STAMP)
 	$(BIN)/preflight serve
 
 test: $(STAMP)
+	$(BIN)/ruff format --check data features models service bench tests
+	$(BIN)/ruff check data features models service bench tests
+	$(BIN)/mypy data features models service
 	$(BIN)/python -m pytest -q
 
 clean:

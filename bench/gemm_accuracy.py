@@ -91,7 +91,10 @@ def uci(catalogue: Catalogue) -> dict:
 
 def transforms(catalogue: Catalogue) -> dict:
     """The target transform that generalises to a new device, measured leave-one-device-out."""
-    return {t: deepbench_zero_shot(catalogue, {"target_transform": t})["model"] for t in ("log", "log_ratio")}
+    return {
+        name: deepbench_zero_shot(catalogue, {"relative": relative})["model"]
+        for name, relative in (("log", False), ("log_ratio", True))
+    }
 
 
 FIGURES = {
@@ -115,7 +118,8 @@ def _line(name: str, result: dict) -> str:
         base = result["baseline"].get(target, {})
         parts.append(
             f"{target}: MAPE {m['mape']:.1f}% median APE {m['median_ape']:.1f}% coverage "
-            f"{m.get('coverage', float('nan')):.2f} (roofline median APE {base.get('median_ape', float('nan')):.1f}%)"
+            f"{m.get('coverage', float('nan')):.2f} "
+            f"(roofline median APE {base.get('median_ape', float('nan')):.1f}%)"
         )
     if "noise_floor_ape_pct" in result:
         parts.append(f"noise floor {result['noise_floor_ape_pct']:.2f}%")

@@ -1,6 +1,7 @@
-"""NAS figures for docs/BENCHMARKS.md, each on a split grouped by architecture (or device).
+r"""NAS figures for docs/BENCHMARKS.md, each on a split grouped by architecture (or device).
 
-    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_accuracy.py [--only NAME ...] [--families tree gnn]
+    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_accuracy.py \
+        [--only NAME ...] [--families tree gnn]
 
 Figures (every one for each family asked for, with the ``linear`` baseline and coverage at 0.9):
 

@@ -1,7 +1,9 @@
-"""NAS early-stopping figures for docs/BENCHMARKS.md (issue 5), on ``local-curves`` and ``ec-nas``.
+r"""NAS early-stopping figures for docs/BENCHMARKS.md (issue 5), on ``local-curves`` and ``ec-nas``.
 
-    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_early_stop.py [--seeds 20] [--only local-curves]
-    .venv/bin/python bench/nas_early_stop.py --only lcdb --lcdb PATH/TO/lcdb/database-accuracy.csv   # pip install lcdb
+    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_early_stop.py \
+        [--seeds 20] [--only local-curves]
+    # pip install lcdb
+    .venv/bin/python bench/nas_early_stop.py --only lcdb --lcdb PATH/TO/lcdb/database-accuracy.csv
 
 Every prediction of a run comes from a ``nas-curve`` predictor (calibration included) fitted
 without that run's ``arch_group``: its architecture (LCDB: its dataset), 5 grouped folds. Then:
@@ -43,7 +45,6 @@ from preflight.data.settings import Settings
 from preflight.models.conformal import Conformal
 from preflight.models.datasets import load_source
 from preflight.models.early_stop import DEFAULT_RISK, beat_threshold, stop
-from preflight.models.evaluate import target_frame
 from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
 from sklearn.model_selection import GroupKFold
@@ -87,14 +88,14 @@ class Held:
 
 def held_out(table: pd.DataFrame, split: str, valid_size: int | None) -> Held:
     rows = TASK.rows(table)
-    features, Y = TASK.featurize(rows, CATALOGUE), target_frame(TASK, rows)
+    features, Y = TASK.featurize(rows, CATALOGUE), TASK.target_frame(rows)
     groups = TASK.group_values(features.meta, split)
     out = Held(rows, {}, {}, {}, {}, valid_size)
     for family in FAMILIES:
         value, low, high = (np.full(len(rows), np.nan) for _ in range(3))
         calibrators: list[Conformal | None] = [None] * len(rows)
         for train, test in GroupKFold(n_splits=FOLDS).split(rows, groups=groups):
-            predictor = Predictor(TASK.name, family).fit(
+            predictor = Predictor(TASK, family).fit(
                 features.take(train),
                 Y.iloc[train].reset_index(drop=True),
                 groups.iloc[train].reset_index(drop=True),
@@ -105,7 +106,7 @@ def held_out(table: pd.DataFrame, split: str, valid_size: int | None) -> Held:
                 getattr(estimates, a)["accuracy"].to_numpy() for a in ("value", "low", "high")
             )
             for i, stratum in zip(test, part.meta["stratum"]):
-                calibrators[i] = predictor.calibrator("accuracy", "seen", stratum)
+                calibrators[i] = predictor.calibration_.calibrator("accuracy", "seen", stratum)
         out.value[family], out.low[family], out.high[family], out.calibrator[family] = (
             value,
             low,
@@ -306,8 +307,9 @@ def show(source: str, result: dict) -> None:
     for kind, table in result["replay"].items():
         for r in table.values():
             print(
-                f"replay [{kind}] {r['family']:>13} risk {r['risk']:<5}: compute /{r['compute_ratio_mean']:.2f} "
-                f"(min /{r['compute_ratio_min']:.2f}), regret {r['regret_pp_mean']:.3f} pp (max {r['regret_pp_max']:.2f})"
+                f"replay [{kind}] {r['family']:>13} risk {r['risk']:<5}: "
+                f"compute /{r['compute_ratio_mean']:.2f} (min /{r['compute_ratio_min']:.2f}), "
+                f"regret {r['regret_pp_mean']:.3f} pp (max {r['regret_pp_max']:.2f})"
             )
     for name, table in result["reliability"].items():
         print(

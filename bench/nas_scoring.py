@@ -1,6 +1,7 @@
-"""Scoring a whole search space: all 15,625 NAS-Bench-201 cells for one device, through a real server.
+r"""Scoring a whole search space: all 15,625 NAS-Bench-201 cells for one device, through a real server.
 
-    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_scoring.py [--device pixel3] [--repeats 5]
+    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/nas_scoring.py \
+        [--device pixel3] [--repeats 5]
 
 Trains a ``nas-latency`` champion on HELP NAS-Bench-201 (sampled as ``preflight serve`` would) into
 a temporary home unless ``--home`` names one that holds it, starts ``preflight serve`` on
@@ -97,8 +98,9 @@ def main() -> None:
     }
     (OUT_DIR / "nas_scoring.json").write_text(json.dumps(result, indent=2))
     print(
-        f"{len(items)} architectures for {args.device} in {len(bodies)} requests: first pass {passes[0]:.2f} s, "
-        f"then median {result['warm_median_s']:.2f} s (max {result['warm_max_s']:.2f} s) over {args.repeats}"
+        f"{len(items)} architectures for {args.device} in {len(bodies)} requests: "
+        f"first pass {passes[0]:.2f} s, then median {result['warm_median_s']:.2f} s "
+        f"(max {result['warm_max_s']:.2f} s) over {args.repeats}"
     )
 
 

@@ -6,13 +6,14 @@ What it measures, on one freshly started server (127.0.0.1, a free port):
 - ``batch``: N sequential requests of 1,000 items each (default 30);
 - ``concurrent``: 4 client threads sending 1-item requests at the same time, for ``--max-seconds``/2.
 
-Requests go through the standard library's ``http.client`` on persistent (keep-alive)
-connections, one per client thread. Each figure is the wall time one request takes as the client sees it (send, server work, reading
-the whole response), without the warm-up requests that come first. Every phase stops after its
-request count or after its time budget, whichever comes first. Items are varied and seeded
-(``numpy.random.default_rng(0)``): m, n, k log-uniform in [1, 16384], dtype among fp32/fp16/bf16/fp64,
-devices cycling through real catalogue names. Every response must be a 200 carrying one
-prediction per item; anything else is counted as a failure, and a run with failures exits 1.
+Requests go through the standard library's ``http.client`` on persistent (keep-alive) connections,
+one per client thread. Each figure is the wall time one request takes as the client sees it (send,
+server work, reading the whole response), without the warm-up requests that come first. Every phase
+stops after its request count or after its time budget, whichever comes first. Items are varied and
+seeded (``numpy.random.default_rng(0)``): m, n, k log-uniform in [1, 16384], dtype among
+fp32/fp16/bf16/fp64, devices cycling through real catalogue names. Every response must be a 200
+carrying one prediction per item; anything else is counted as a failure, and a run with failures
+exits 1.
 
 The server gets ``PREFLIGHT_HOME`` = a temporary folder (so it trains its champions first, ~1 min
 on 2 cores) unless ``--home DIR`` is given (a home that already holds champions skips training).
@@ -336,7 +337,8 @@ class PhaseResult:
 
 
 def timed_post(client: Client, body: dict[str, Any], result: PhaseResult) -> None:
-    """One request: its wall time goes to ``result`` (failed ones too), a non-200 or a short answer is a failure."""
+    """One request: its wall time goes to ``result`` (failed ones too); a non-200 or a short answer is a
+    failure."""
     start = time.perf_counter()
     try:
         status, raw = client.request("POST", PREDICT_PATH, body)
@@ -463,7 +465,10 @@ def git_commit() -> str | None:
 
 
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
-    header = f"{'phase':<16}{'requests':>9}{'fail':>6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'req/s':>10}{'items/s':>11}"
+    header = (
+        f"{'phase':<16}{'requests':>9}{'fail':>6}"
+        f"{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'req/s':>10}{'items/s':>11}"
+    )
     rows = [header, "-" * len(header)]
     for name, s in summaries.items():
         rows.append(

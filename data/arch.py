@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -118,13 +118,14 @@ def from_fbnet(op_str_list: str | Sequence[str]) -> OpGraph:
         raise ValueError(f"FBNet needs {FBNET_LAYERS} layers, got {len(layers)}")
     nodes = [Node("input")]
     for layer in layers:
+        if layer == "skip":
+            nodes.append(Node("skip"))
+            continue
         match = re.fullmatch(r"k(3|5)_e(1|3|6)(_g2)?", layer)
-        if layer != "skip" and not match:
+        if not match:
             raise ValueError(f"bad FBNet layer {layer!r}: expected 'skip' or k{{3,5}}_e{{1,3,6}}[_g2]")
         nodes.append(
-            Node("skip")
-            if layer == "skip"
-            else Node("mbconv", kernel=int(match[1]), expansion=int(match[2]), groups=2 if match[3] else 1)
+            Node("mbconv", kernel=int(match[1]), expansion=int(match[2]), groups=2 if match[3] else 1)
         )
     nodes.append(Node("output"))
     return OpGraph("fbnet", tuple(nodes), tuple((i, i + 1) for i in range(len(nodes) - 1)))
@@ -159,7 +160,8 @@ _GRAPH_OPS = ("gat", "gcn", "gin", "cheb", "sage", "arma", "graph", "fc", "skip"
 
 
 def from_nas_bench_graph(link: str | Sequence[int], ops: Sequence[str]) -> OpGraph:
-    """NAS-Bench-Graph: op i reads the output of node ``link[i]`` (0 = input, j = op j); unread ops feed the output."""
+    """NAS-Bench-Graph: op i reads the output of node ``link[i]`` (0 = input, j = op j); unread ops feed
+    the output."""
     sources = [int(x) for x in link.split("-")] if isinstance(link, str) else [int(x) for x in link]
     if len(sources) != len(ops) or not ops:
         raise ValueError(f"link pattern needs one source per op: {len(sources)} sources for {len(ops)} ops")
@@ -232,8 +234,12 @@ def parse(space: str, arch: str) -> OpGraph:
     fields = _JSON_FIELDS[space]
     if not isinstance(spec, dict) or any(f not in spec for f in fields):
         raise ValueError(f"{space} architecture must be a JSON object with fields {list(fields)}")
-    parser = {"nb101": from_nb101, "nasbench-graph": from_nas_bench_graph, "opgraph": from_opgraph}[space]
-    return parser(*(spec[f] for f in fields))
+    parsers: dict[str, Callable[..., OpGraph]] = {
+        "nb101": from_nb101,
+        "nasbench-graph": from_nas_bench_graph,
+        "opgraph": from_opgraph,
+    }
+    return parsers[space](*(spec[f] for f in fields))
 
 
 def notation(space: str, arch: str | list | dict) -> str:

@@ -252,10 +252,10 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "dataset": dataset,
             "space": spaces,
             "arch": notations,
-            "arch_group": np.where(
-                groups != "", groups, notations
-            ),  # items from the API: the architecture itself
-            "stratum": dataset,  # calibration per dataset: errors on darcy's score and on CIFAR accuracy differ in scale
+            # items from the API (no arch_group): the architecture itself
+            "arch_group": np.where(groups != "", groups, notations),
+            # calibration per dataset: errors on darcy's score and on CIFAR accuracy differ in scale
+            "stratum": dataset,
         }
     )
     X = pd.concat([flat(spaces, notations), context], axis=1)

@@ -83,7 +83,8 @@ def points(row_curve, row_epochs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _two_parameter(x: np.ndarray, y: np.ndarray, basis: np.ndarray, basis_at: np.ndarray) -> float:
-    """``y ≈ c + a·basis`` for each candidate basis (rows), the least-squares best one, evaluated at the budget."""
+    """``y ≈ c + a·basis`` for each candidate basis (rows), the least-squares best one, evaluated at the
+    budget."""
     b_mean = basis.mean(axis=1, keepdims=True)
     centred = basis - b_mean
     var = (centred**2).sum(axis=1)

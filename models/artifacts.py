@@ -34,7 +34,8 @@ def save(predictor: Predictor, directory: Path) -> None:
     if all(c.residuals_ is not None for c in calibrators):  # not for calibrators loaded from scores alone
         np.savez_compressed(directory / "residuals.npz", *(c.residuals_ for c in calibrators))
         np.savez_compressed(directory / "estimates.npz", *(c.estimates_ for c in calibrators))
-    _save_training(*predictor.train_, directory)
+    train_features, train_Y = predictor.train_
+    _save_training(train_features, train_Y, directory)
     predictor.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
     state = {
         "task": predictor.task.name,

@@ -90,7 +90,8 @@ class Conformal:
         """P(y > threshold) for each estimate: the share of the residuals of its neighbours in estimate
         that would carry it past the threshold, kept within [1/(k+1), k/(k+1)] for k neighbours (no
         finite sample makes it certain), and 0 where the threshold is at or above what the target can be."""
-        if self.residuals_ is None:
+        # residuals_ and estimates_ are set together (by from_residuals)
+        if self.residuals_ is None or self.estimates_ is None:
             raise NotConformalized("probabilities need signed residuals: conformalize, or from_residuals")
         n = len(self.residuals_)
         k = min(n, max(NEIGHBOURS, n // NEIGHBOUR_SHARE))
@@ -109,5 +110,6 @@ class Conformal:
     def interval(
         self, y_pred: np.ndarray, coverage: float, scale: float = 1.0
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a spread)."""
+        """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a
+        spread)."""
         return self.target.interval(y_pred, self.quantile(coverage) * scale)

@@ -12,7 +12,7 @@ TOLERANCE = 0.02
 class Envelope:
     """Per-feature training ranges plus the categorical values (devices...) seen in training."""
 
-    def __init__(self, categoricals: tuple[str, ...] = ("device_id", "dataset")) -> None:
+    def __init__(self, categoricals: tuple[str, ...]) -> None:
         self.categoricals = categoricals
 
     def fit(self, X: pd.DataFrame, meta: pd.DataFrame) -> Envelope:
@@ -27,7 +27,7 @@ class Envelope:
         out: list[list[str]] = [[] for _ in range(len(X))]
         for column, seen in self.seen_.items():
             values = meta[column].astype(str).to_numpy()
-            for i in np.flatnonzero(~np.isin(values, seen)):
+            for i in np.flatnonzero(~np.isin(values, seen)).tolist():
                 out[i].append(f"{column}={values[i]} has no measurements in the training data")
         low = np.array([self.low_.get(c, np.nan) for c in X.columns], dtype=float)
         high = np.array([self.high_.get(c, np.nan) for c in X.columns], dtype=float)

@@ -81,7 +81,9 @@ def cross_validate(
     register_measured_devices(task, rows, catalogue, persist=False)
     features, Y = task.featurize(rows, catalogue), task.target_frame(rows)
     groups = task.group_values(features.meta, group)
-    model_parts, baseline_parts, order = [], [], []
+    model_parts: list[Estimates] = []
+    baseline_parts: list[Estimates] = []
+    test_parts: list[np.ndarray] = []
     splits = _splits(groups, seed, train_size)
     for train, test in splits:
         for name, parts in ((family, model_parts), (task.baseline, baseline_parts)):
@@ -89,8 +91,8 @@ def cross_validate(
                 task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed, params
             )
             parts.append(predictor.predict(features.take(test), coverage))
-        order.append(test)
-    order = np.concatenate(order)
+        test_parts.append(test)
+    order = np.concatenate(test_parts)
     return Outcome(
         Y.iloc[order].reset_index(drop=True),
         _concat(model_parts),
@@ -124,7 +126,7 @@ def train_test(
     devices = test_f.meta[task.device_column] if task.device_column else task.group_values(test_f.meta, group)
     shot_rows = _shot_rows(devices, shots, seed)
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
-    estimates = []
+    estimates: list[Estimates] = []
     for name in (family, task.baseline):
         predictor = _fit(task, name, train_f, train_y, group, seed, params)
         if shots:
@@ -132,9 +134,11 @@ def train_test(
                 test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True)
             )
         estimates.append(predictor.predict(test_f.take(keep), coverage))
+    model, baseline = estimates
     return Outcome(
         test_y.iloc[keep].reset_index(drop=True),
-        *estimates,
+        model,
+        baseline,
         devices.iloc[keep].reset_index(drop=True),
         keep,
         len(train_rows),

@@ -25,7 +25,8 @@ class Prediction:
 def predict_items(
     task: Task, predictor: Predictor, catalogue: Catalogue, items: list[Any], coverage: float = 0.9
 ) -> Prediction:
-    """Estimates for validated items (the task's item model); an unknown device names the items that carry it."""
+    """Estimates for validated items (the task's item model); an unknown device names the items that
+    carry it."""
     rows = task.items_to_rows(items)
     try:
         features = task.featurize(rows, catalogue)

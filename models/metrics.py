@@ -20,14 +20,16 @@ def regression(
     high: np.ndarray | None = None,
     relative: bool = True,
 ) -> dict:
-    """Errors, rank correlations and interval coverage; ``interval_width`` is the median width,
+    """Errors (percentages over the rows whose measurement is not 0), rank correlations and interval
+    coverage; ``interval_width`` is the median width,
     relative to the estimate for positive targets (``relative``) and in the target's units otherwise."""
     y, pred = np.asarray(y, float), np.asarray(pred, float)
-    ape = np.abs(pred - y) / np.abs(y) * 100
+    nonzero = y != 0  # a count of 0 has no percentage error
+    ape = np.abs(pred[nonzero] - y[nonzero]) / np.abs(y[nonzero]) * 100
     out = {
         "n": int(len(y)),
-        "mape": float(ape.mean()),
-        "median_ape": float(np.median(ape)),
+        "mape": float(ape.mean()) if len(ape) else float("nan"),
+        "median_ape": float(np.median(ape)) if len(ape) else float("nan"),
         "mae": float(np.abs(pred - y).mean()),
     }
     if len(y) > 1 and np.ptp(y) > 0:

@@ -50,7 +50,8 @@ class Estimates:
         for i, reasons in enumerate(self.reasons):
             record = {t: {"value": v[i], "low": lo[i], "high": hi[i]} for t, (v, lo, hi) in bounds.items()}
             missing = [
-                f"no {t} estimate: the input lacks the scale it is predicted relative to (e.g. the device's tdp_w)"
+                f"no {t} estimate: the input lacks the scale it is predicted relative to "
+                "(e.g. the device's tdp_w)"
                 for t, estimate in record.items()
                 if estimate["value"] is None
             ]

@@ -144,7 +144,7 @@ class Encoding:
 
 
 #: How families saved before targets were declared by tasks named their transforms.
-_LEGACY = {
+_LEGACY: dict[str, tuple[Scale, bool]] = {
     "log_ratio": ("log", True),
     "log": ("log", False),
     "identity": ("identity", False),

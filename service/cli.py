@@ -6,11 +6,16 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from preflight.data.errors import DataError, PreflightError, UsageError
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    # TyperGroup.invoke takes the vendored click Context (typer.Context is a subclass of it), which
+    # typer does not re-export publicly.
+    from typer._click import Context as ClickContext
 
 #: Exit codes: 0 done, 1 a failure (bad data, an untrained task...), 2 a usage error (as click's own).
 EXIT_FAILURE, EXIT_USAGE = 1, 2
@@ -20,7 +25,7 @@ class _Commands(TyperGroup):
     """Every command runs inside this one handler of preflight's errors: ``TypeName: message`` on
     stderr, exit 2 for a usage error, 1 for any other."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: ClickContext) -> Any:
         try:
             return super().invoke(ctx)
         except PreflightError as error:

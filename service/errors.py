@@ -35,8 +35,10 @@ def _status(exc: PreflightError) -> int:
     return next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 400)
 
 
-async def preflight_error(request: Request, exc: PreflightError) -> JSONResponse:
-    body = {"detail": str(exc), "error": type(exc).__name__}
+# Starlette types a handler as taking any Exception; each is registered for one class only.
+async def preflight_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PreflightError)
+    body: dict[str, object] = {"detail": str(exc), "error": type(exc).__name__}
     if isinstance(exc, UnknownTask):
         body["known"] = exc.known
     if isinstance(exc, UnknownDevice):
@@ -63,8 +65,9 @@ def _json_safe(value: object) -> bool:
         return False
 
 
-async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's 422 (each error names its field), without echoing huge inputs back."""
+    assert isinstance(exc, RequestValidationError)
     return JSONResponse({"detail": jsonable_encoder([_trimmed(e) for e in exc.errors()])}, status_code=422)
 
 

@@ -94,16 +94,16 @@ def _complete_runs(out: Path, rows: list[dict[str, str]], epochs: int, seed: int
             raise PreflightError(
                 f"{out} holds runs of {what} {sorted(held)}, not {wanted}; collect into another file"
             )
-    held = Counter(row["run"] for row in rows)
-    partial = {run for run, n in held.items() if n != epochs}
+    epochs_held = Counter(row["run"] for row in rows)
+    partial = {run for run, n in epochs_held.items() if n != epochs}
     if partial:
         lines = out.read_text().splitlines(keepends=True)
         kept = [lines[0]] + [line for line, row in zip(lines[1:], rows) if row["run"] not in partial]
         atomic_write_bytes(out, "".join(kept).encode())
-    return set(held) - partial
+    return set(epochs_held) - partial
 
 
-# -- the network ------------------------------------------------------------------------------------------------
+# -- the network ---------------------------------------------------------------------------------------------
 
 
 def _op(name: str, channels: int) -> nn.Module:
@@ -138,11 +138,9 @@ class Cell(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         nodes, edge = [x], 0
         for target in range(1, 4):
-            total = 0
-            for _ in range(target):
-                total = total + self.ops[edge](nodes[self.sources[edge]])
-                edge += 1
-            nodes.append(total)
+            outputs = [self.ops[e](nodes[self.sources[e]]) for e in range(edge, edge + target)]
+            edge += target
+            nodes.append(sum(outputs[1:], outputs[0]))
         return nodes[3]
 
 
@@ -183,7 +181,7 @@ def network(arch_str: str, channels: int = CHANNELS, classes: int = 10) -> nn.Mo
     )
 
 
-# -- training ---------------------------------------------------------------------------------------------------
+# -- training ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -256,7 +254,7 @@ def _evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: nn.Mo
     return (loss if np.isfinite(loss) else float("nan")), float((logits.argmax(1) == y).float().mean())
 
 
-# -- the output file --------------------------------------------------------------------------------------------
+# -- the output file -----------------------------------------------------------------------------------------
 
 
 def _lines(run: Run, epochs: int, seed: int, records: list[Epoch]) -> list[str]:

@@ -1,6 +1,7 @@
 """Loaders, one module per public source or own profiler: ``path -> Loaded``.
 
-Adding a source means adding a module with a ``path -> Loaded`` function and one line here.
+A source is a module with a ``path -> Loaded`` function and one line here, or, for a source that
+belongs to one task, a ``register`` call in that task's module.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from preflight.data.sources import (
 )
 from preflight.data.tables import Loaded
 
-#: source name -> (loader, its file: a name under PREFLIGHT_DATASETS, or the Path of a file shipped with preflight)
+#: source name -> (loader, its file: a name under PREFLIGHT_DATASETS, or the Path of a file shipped with
+#: preflight)
 LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | Path]] = {
     "gpperf": (gpperf.load, "gemm/gpperf_cutlass_rtx4070.csv"),
     "deepbench": (deepbench.load, "gemm/deepbench_gemm.csv"),
@@ -37,6 +39,11 @@ LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | Path]] = {
     "ec-nas": (ec_nas.load, "nas/ec_nas_bench_energy.csv"),
     "lcdb": (lcdb.load, "lcdb/database-accuracy.csv"),  # from the lcdb package (optional, large)
 }
+
+
+def register(source: str, loader: Callable[[Path], Loaded], file: str | Path) -> None:
+    """Add a source: its loader, and its file (a name under PREFLIGHT_DATASETS, or a shipped Path)."""
+    LOADERS[source] = (loader, file)
 
 
 def load(source: str, path: Path) -> Loaded:

@@ -1,9 +1,9 @@
 """HW-NAS-Bench-360 (github roldebijvank/HW-NAS-Bench-360): NAS-Bench-201 on a Raspberry Pi 5 and a Pixel 6a.
 
 ``accuracy`` is a fraction; for the darcy task it is the benchmark's score (1 - relative error),
-which a poor architecture can drive below zero. Latency was measured once per group of isomorphic architectures (``rep_arch_idx``) and copied, so
-``arch_group`` is that group. The architecture strings come from the side file
-``nb201_index_to_arch_str.csv`` beside the parquet file.
+which a poor architecture can drive below zero. Latency was measured once per group of isomorphic
+architectures (``rep_arch_idx``) and copied, so ``arch_group`` is that group. The architecture
+strings come from the side file ``nb201_index_to_arch_str.csv`` beside the parquet file.
 """
 
 from __future__ import annotations

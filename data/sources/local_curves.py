@@ -2,9 +2,9 @@
 (``data/collect/curves.py``): NAS-Bench-201 cells on scikit-learn's digits, one row per (run, epoch).
 
 Rows join the canonical NAS table (``space``, ``arch``, ``arch_group``, ``dataset``) with the curve
-columns ``run``, ``epoch``, ``budget`` (the run's epochs), ``valid_accuracy`` (also ``accuracy``), ``train_accuracy``,
-the losses, ``epoch_seconds`` and the ``learning_rate``. A run missing some of its epochs (an
-interrupted write) is rejected whole.
+columns ``run``, ``epoch``, ``budget`` (the run's epochs), ``valid_accuracy`` (also ``accuracy``),
+``train_accuracy``, the losses, ``epoch_seconds`` and the ``learning_rate``. A run missing some of
+its epochs (an interrupted write) is rejected whole.
 """
 
 from __future__ import annotations

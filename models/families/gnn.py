@@ -111,7 +111,8 @@ def _forward(net, graphs: _Packed, rows: np.ndarray, context):
 
 
 def _loss(predicted, z, weight, context, rank_weight: float):
-    """Weighted MSE per target over the rows that carry it, plus ``rank_weight`` times a pairwise ranking loss.
+    """Weighted MSE per target over the rows that carry it, plus ``rank_weight`` times a pairwise ranking
+    loss.
 
     The ranking loss is RankNet's logistic loss between the rows of one context (device setting and
     dataset) on the sign of their difference, softened by ``RANK_TEMPERATURE``: its optimum is the true

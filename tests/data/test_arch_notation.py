@@ -7,7 +7,10 @@ from preflight.data import arch
 from tests.conftest import shared_file
 
 NB201 = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|none~1|nor_conv_1x1~2|"
-FBNET = "k5_e6|skip|k3_e1_g2|skip|k5_e1|skip|skip|skip|k5_e6|k5_e1|k3_e1_g2|k5_e1|k5_e6|k3_e6|k3_e3|k5_e6|k3_e6|k3_e3|k5_e1|k3_e3|k5_e1|k5_e1_g2"
+FBNET = (
+    "k5_e6|skip|k3_e1_g2|skip|k5_e1|skip|skip|skip|k5_e6|k5_e1|k3_e1_g2|"
+    "k5_e1|k5_e6|k3_e6|k3_e3|k5_e6|k3_e6|k3_e3|k5_e1|k3_e3|k5_e1|k5_e1_g2"
+)
 
 
 def test_nb201_cell_becomes_an_op_graph():

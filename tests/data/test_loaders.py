@@ -50,7 +50,8 @@ def test_deepbench_parses_precision_and_checks_throughput(tmp_path):
         [
             DEEPBENCH_HEADER,
             "NV_P100,Float,1024,1024,1024,N,T,0.25,8.59,TERAFLOPS",
-            'NV_P100,"16 bit inputs, 32 bit multiplication, 32 bit addition",1024,1024,1024,T,N,0.25,8.59,TERAFLOPS',
+            'NV_P100,"16 bit inputs, 32 bit multiplication, 32 bit addition",'
+            "1024,1024,1024,T,N,0.25,8.59,TERAFLOPS",
             "NV_P100,Mixed nonsense,1024,1024,1024,N,N,0.25,8.59,TERAFLOPS",
             "NV_P100,Float,1024,1024,1024,N,N,0.25,99.0,TERAFLOPS",
             "NV_P100,Float,1024,1024,1024,X,N,0.25,8.59,TERAFLOPS",
@@ -71,7 +72,10 @@ def test_deepbench_parses_precision_and_checks_throughput(tmp_path):
 
 
 def test_uci_averages_repeats_and_records_noise(tmp_path):
-    header = "MWG,NWG,KWG,MDIMC,NDIMC,MDIMA,NDIMB,KWI,VWM,VWN,STRM,STRN,SA,SB,Run1 (ms),Run2 (ms),Run3 (ms),Run4 (ms)"
+    header = (
+        "MWG,NWG,KWG,MDIMC,NDIMC,MDIMA,NDIMB,KWI,VWM,VWN,STRM,STRN,SA,SB,"
+        "Run1 (ms),Run2 (ms),Run3 (ms),Run4 (ms)"
+    )
     path = write(
         tmp_path,
         "u.csv",

@@ -28,10 +28,19 @@ def test_precision_accumulator_defaults_wide_for_integers():
     assert parse_precision("int8").acc_bits == 32
 
 
-@pytest.mark.parametrize("text", ["", "Mixed precision", "12 bit inputs", "int16"])
-def test_precision_without_meaning_is_refused(text):
-    with pytest.raises(ValueError):
-        parse_precision(text).math_dtype
+@pytest.mark.parametrize("text", ["", "Mixed precision"])
+def test_precision_without_a_bit_width_is_refused(text):
+    with pytest.raises(ValueError, match="no bit width"):
+        parse_precision(text)
+
+
+@pytest.mark.parametrize("text", ["12 bit inputs", "int16"])
+def test_precision_of_a_width_no_dtype_has_is_refused(text):
+    """Read, but refused when its dtypes are asked for (as a loader does)."""
+    precision = parse_precision(text)
+    for dtype in ("dtype", "math_dtype"):
+        with pytest.raises(ValueError, match="no dtype for"):
+            getattr(precision, dtype)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from preflight.models.conformal import Conformal, NotConformalized
 from preflight.models.targets import Target
 from scipy import stats
 
-
 TARGETS = {"runtime_ms": Target("ms"), "accuracy": Target("fraction", "identity", upper=1.0)}
 
 
@@ -57,7 +56,9 @@ def test_steps_and_domain_are_checked():
 
 
 def test_absolute_intervals_are_symmetric_in_the_target_units():
-    calibrator = Conformal(TARGETS["accuracy"]).conformalize(np.array([-0.2, 0.5, 0.9]), np.array([-0.1, 0.3, 0.9]))
+    calibrator = Conformal(TARGETS["accuracy"]).conformalize(
+        np.array([-0.2, 0.5, 0.9]), np.array([-0.1, 0.3, 0.9])
+    )
     low, high = calibrator.interval(np.array([-0.5]), 0.5)
     np.testing.assert_allclose([low[0], high[0]], [-0.6, -0.4])
 

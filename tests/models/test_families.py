@@ -5,8 +5,8 @@ saves and loads."""
 import numpy as np
 import pandas as pd
 import pytest
-from preflight.data.settings import Settings
 from preflight.data.errors import UsageError
+from preflight.data.settings import Settings
 from preflight.models import artifacts
 from preflight.models.datasets import task_data
 from preflight.models.families import FAMILIES, make_family
@@ -83,7 +83,9 @@ def test_tree_beats_roofline_on_structured_data(data):
     train, test = np.arange(200), np.arange(200, 300)
     errors = {}
     for name in ("tree", "roofline"):
-        family = make_family(name, GEMM.targets).fit(features.take(train), Y.iloc[train].reset_index(drop=True))
+        family = make_family(name, GEMM.targets).fit(
+            features.take(train), Y.iloc[train].reset_index(drop=True)
+        )
         pred = family.predict(features.take(test))["runtime_ms"].to_numpy()
         measured = Y["runtime_ms"].iloc[test].to_numpy()
         errors[name] = np.median(np.abs(pred - measured) / measured)

@@ -1,4 +1,5 @@
-"""The GNN family learns from the op graph itself: seeded, saved and loaded exactly, weighted, multi-target."""
+"""The GNN family learns from the op graph itself: seeded, saved and loaded exactly, weighted,
+multi-target."""
 
 import numpy as np
 import pandas as pd
@@ -62,7 +63,9 @@ def fitted(data):
 
 def test_two_fits_agree_and_a_saved_model_predicts_the_same(data, fitted, tmp_path):
     features, Y = data
-    assert not any(k.endswith("_") for k in vars(GnnFamily(targets=TARGETS))), "constructor stores hyperparameters only"
+    assert not any(k.endswith("_") for k in vars(GnnFamily(targets=TARGETS))), (
+        "constructor stores hyperparameters only"
+    )
     train = np.arange(150)
     again = GnnFamily(seed=1, **FAST).fit(features.take(train), Y.iloc[train].reset_index(drop=True))
     first = fitted.predict(features)
@@ -126,14 +129,20 @@ def test_features_without_graphs_are_refused(data):
 
 
 def test_any_graph_is_learned_not_only_architectures():
-    """Graphs that no NAS notation made (a chain of n nodes, one feature channel): the GNN learns their size."""
+    """Graphs that no NAS notation made (a chain of n nodes, one feature channel): the GNN learns their
+    size."""
     sizes = np.arange(2, 42)
     graphs = Graphs.of(
         list(sizes),
-        lambda n: (np.ones((n, 1), np.float32), np.array([np.arange(n - 1), np.arange(1, n)], dtype=np.int64)),
+        lambda n: (
+            np.ones((n, 1), np.float32),
+            np.array([np.arange(n - 1), np.arange(1, n)], dtype=np.int64),
+        ),
     )
     frame = pd.DataFrame(index=range(len(sizes)))
-    features = Features(frame.assign(ctx_bias=1.0), pd.DataFrame({"latency_ms": np.nan}, index=frame.index), frame, graphs)
+    features = Features(
+        frame.assign(ctx_bias=1.0), pd.DataFrame({"latency_ms": np.nan}, index=frame.index), frame, graphs
+    )
     Y = pd.DataFrame({"latency_ms": sizes * 0.5})
     family = GnnFamily(targets={"latency_ms": Target("ms")}, epochs=150, hidden_channels=16, head_hidden=16)
     predicted = family.fit(features, Y).predict(features)["latency_ms"]

@@ -48,7 +48,12 @@ def test_tasks_list_schema_targets_and_champion(client):
     assert set(tasks) == {"gemm", "nas-accuracy", "nas-latency", "nas-curve"}
     gemm = tasks["gemm"]
     assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == {
-        "unit": "ms", "scale": "log", "lower": None, "upper": None, "zero_ok": False, "description": ""
+        "unit": "ms",
+        "scale": "log",
+        "lower": None,
+        "upper": None,
+        "zero_ok": False,
+        "description": "",
     }
     assert tasks["nas-accuracy"]["targets"]["accuracy"]["scale"] == "identity"
     assert {"m", "n", "k", "dtype", "device"} <= set(gemm["input_schema"]["properties"])
@@ -195,7 +200,7 @@ def test_bad_registrations_are_refused_clearly(client):
     assert takeover.status_code == 409 and "NV_P100" in takeover.json()["detail"]
     assert client.post("/v1/devices", json={}).status_code == 422
     for value in ("1e400", "true", "-1"):  # 1e400 is valid JSON that parses to infinity
-        body = '{"device": "p100", "measurements": [{"m": 8, "n": 8, "k": 8, "runtime_ms": %s}]}' % value
+        body = f'{{"device": "p100", "measurements": [{{"m": 8, "n": 8, "k": 8, "runtime_ms": {value}}}]}}'
         response = client.post("/v1/devices", content=body, headers={"content-type": "application/json"})
         assert response.status_code == 422, value
     refused = client.post(

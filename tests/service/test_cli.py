@@ -115,7 +115,8 @@ def test_deepbench_zero_shot_on_a_held_out_device(tmp_path, monkeypatch):
 
 
 def test_nas_latency_few_shot_on_devices_absent_from_the_training_file(tmp_path, monkeypatch):
-    """HELP layout: train on three devices' columns, give 10 measured cells of two new ones, test on the rest."""
+    """HELP layout: train on three devices' columns, give 10 measured cells of two new ones, test on the
+    rest."""
     from tests.nas import write_help_csv
 
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))

@@ -105,6 +105,53 @@ def test_unknown_space_and_device_are_refused(client):
     assert client.post("/v1/nas-latency/predict", json={"items": [item]}).status_code == 404
 
 
+def test_an_unknown_device_in_a_batch_is_reported_by_its_items(client):
+    good = {"space": "nb201", "arch": CELL, "dataset": "cifar100", "device": "pixel3"}
+    items = [good, good | {"device": "abacus 3000"}, good, good | {"device": "abacus 3000"}]
+    response = client.post("/v1/nas-latency/predict", json={"items": items})
+    body = response.json()
+    assert response.status_code == 404 and body["error"] == "UnknownDevice"
+    assert body["items"] == [1, 3] and body["loc"] == ["body", "items", 1, "device"]
+    assert "items 1, 3" in body["detail"]
+
+
+def test_a_device_without_a_spec_sheet_is_learned_from_its_measurements(client):
+    """An FPGA no catalogue lists: ten measured cells register it, and it then answers from those alone."""
+    archs = nb201_archs(30, seed=6)
+    pi = client.post(
+        "/v1/nas-latency/predict",
+        json={
+            "items": [{"space": "nb201", "arch": a, "dataset": "cifar100", "device": "pixel3"} for a in archs]
+        },
+    ).json()["predictions"]
+    fpga = [0.5 * p["latency_ms"]["value"] for p in pi]
+    shots = [
+        {"space": "nb201", "arch": a, "dataset": "cifar100", "latency_ms": v} for a, v in zip(archs, fpga)
+    ]
+    unknown = {"space": "nb201", "arch": archs[0], "dataset": "cifar100", "device": "lab-fpga"}
+    assert client.post("/v1/nas-latency/predict", json={"items": [unknown]}).status_code == 404
+    registered = client.post(
+        "/v1/devices", json={"device": "lab-fpga", "task": "nas-latency", "measurements": shots[:10]}
+    )
+    assert registered.status_code == 201, registered.text
+    assert registered.json()["spec"]["kind"] == "unknown" and registered.json()["measurements"] == {
+        "nas-latency": 10
+    }
+    items = [unknown | {"arch": a} for a in archs[10:]]
+    after = client.post("/v1/nas-latency/predict", json={"items": items}).json()["predictions"]
+    error = np.median([abs(e["latency_ms"]["value"] / t - 1) for e, t in zip(after, fpga[10:])])
+    assert error < 0.3
+    refused = client.post(
+        "/v1/devices",
+        json={
+            "device": "lab-tpu",
+            "task": "gemm",
+            "measurements": [{"m": 8, "n": 8, "k": 8, "runtime_ms": 1}],
+        },
+    )
+    assert refused.status_code == 404  # GEMM needs a spec sheet: its roofline is the model's reference
+
+
 def test_a_new_device_from_ten_measured_architectures(client):
     """A phone the model never saw runs the (synthetic) cells 4x slower than the Pi: ten shots adapt it."""
     archs = nb201_archs(30, seed=5)
@@ -135,7 +182,8 @@ def test_a_new_device_from_ten_measured_architectures(client):
     "arch",
     [
         '{"nodes": ["input", "output"], "edges": []}',  # nodes that are not objects
-        '{"nodes": [{"op": "input"}, {"op": "conv", "kernel": 1e400}, {"op": "output"}], "edges": []}',  # infinity
+        # a kernel of infinity
+        '{"nodes": [{"op": "input"}, {"op": "conv", "kernel": 1e400}, {"op": "output"}], "edges": []}',
         '{"nodes": [{"op": "input"}, {"op": "output"}], "edges": [[0, 1e400]]}',
         json.dumps(
             {"nodes": [{"op": "input"}] + [{"op": "skip"}] * 300 + [{"op": "output"}], "edges": []}
@@ -143,9 +191,8 @@ def test_a_new_device_from_ten_measured_architectures(client):
     ],
 )
 def test_hostile_op_graphs_get_422_not_500(client, arch):
-    body = (
-        '{"items": [{"space": "opgraph", "dataset": "c", "arch": %s}]}' % arch
-    )  # 1e400 is JSON, but not to json=
+    # sent as text: 1e400 is JSON, but not to json=
+    body = f'{{"items": [{{"space": "opgraph", "dataset": "c", "arch": {arch}}}]}}'
     response = client.post(
         "/v1/nas-accuracy/predict", content=body, headers={"content-type": "application/json"}
     )
