@@ -25,8 +25,10 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff format --check data features models service bench tests
 	$(BIN)/ruff check data features models service bench tests
-	$(BIN)/mypy data features models service
+	@# mypy checks the installed layout (preflight.data, ...): a folder of links lets it follow imports across packages
+	mkdir -p .typecheck/preflight && for d in data features models service; do ln -sfn ../../$$d .typecheck/preflight/$$d; done
+	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p preflight
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) .preflight
+	rm -rf $(VENV) .preflight .typecheck

@@ -17,6 +17,7 @@ import pandas as pd
 from preflight.data import arch
 from preflight.data.arch import OPS, SPACES, Node, OpGraph
 from preflight.data.catalogue import Catalogue
+from preflight.data.gemm import Dtype
 from preflight.features import Features, GraphArrays, Graphs, device
 
 #: Relative-depth bins of the flat encoding (positions carry meaning in chain spaces like FBNet).
@@ -223,7 +224,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         else np.ones(len(rows))
     )
     framework = text(rows, "framework")
-    peak = np.array([np.nan if s is None else s.peak_tflops.get("fp32", np.nan) for s in specs], dtype=float)
+    peak = np.array([np.nan if s is None else s.peak_tflops.get(Dtype.fp32, np.nan) for s in specs])
     context = pd.DataFrame(
         {
             "ctx_dataset": codes(rows["dataset"], DATASETS),

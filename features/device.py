@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from preflight.data.catalogue import Catalogue, DeviceSpec
 
@@ -16,7 +18,7 @@ def resolve(devices: np.ndarray, catalogue: Catalogue) -> list[DeviceSpec]:
     return [resolved[name] for name in devices]
 
 
-def spec_columns(specs: list[DeviceSpec | None]) -> dict[str, np.ndarray]:
+def spec_columns(specs: Sequence[DeviceSpec | None]) -> dict[str, np.ndarray]:
     """One array per spec field (NaN where a sheet lacks the field or there is no device)."""
 
     def value(spec: DeviceSpec | None, field: str) -> float:
@@ -26,5 +28,5 @@ def spec_columns(specs: list[DeviceSpec | None]) -> dict[str, np.ndarray]:
     return {field: np.array([value(s, field) for s in specs]) for field in SPEC_FIELDS}
 
 
-def kind_codes(specs: list[DeviceSpec | None]) -> np.ndarray:
+def kind_codes(specs: Sequence[DeviceSpec | None]) -> np.ndarray:
     return np.array([np.nan if s is None else KINDS.get(s.kind, np.nan) for s in specs])

@@ -30,10 +30,10 @@ def save(predictor: Predictor, directory: Path) -> None:
     predictor.base_family_.save(directory / "family")
     keys = [(key, t) for key, per_target in predictor.calibration_.calibrators.items() for t in per_target]
     calibrators = [predictor.calibration_.calibrators[k][t] for k, t in keys]
-    np.savez_compressed(directory / "scores.npz", *(c.scores_ for c in calibrators))
+    np.savez_compressed(directory / "scores.npz", *(_saved(c.scores_) for c in calibrators))
     if all(c.residuals_ is not None for c in calibrators):  # not for calibrators loaded from scores alone
-        np.savez_compressed(directory / "residuals.npz", *(c.residuals_ for c in calibrators))
-        np.savez_compressed(directory / "estimates.npz", *(c.estimates_ for c in calibrators))
+        np.savez_compressed(directory / "residuals.npz", *(_saved(c.residuals_) for c in calibrators))
+        np.savez_compressed(directory / "estimates.npz", *(_saved(c.estimates_) for c in calibrators))
     train_features, train_Y = predictor.train_
     _save_training(train_features, train_Y, directory)
     predictor.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
@@ -69,6 +69,12 @@ def load(directory: Path) -> Predictor:
         pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
     )
     return predictor
+
+
+def _saved(values: np.ndarray | None) -> np.ndarray:
+    """A calibrator's array (set by then: calibrators are built with their scores)."""
+    assert values is not None
+    return values
 
 
 def _load_calibrators(directory: Path, keys: list, targets: dict[str, Target]) -> Calibrators:

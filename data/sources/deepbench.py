@@ -18,7 +18,7 @@ _UNIT_SCALE = {"TERAFLOPS": 1e12, "GIGAFLOPS": 1e9, "TOPS": 1e12, "GOPS": 1e9}
 
 def _precisions(texts: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Input and math dtype per row; None where the precision string has no meaning we can read."""
-    parsed = {}
+    parsed: dict[str, tuple[str | None, str | None]] = {}
     for text in texts.dropna().unique():
         try:
             p = parse_precision(str(text))

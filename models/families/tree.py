@@ -80,7 +80,7 @@ class TreeFamily:
         matrix = features.X[self.columns_].to_numpy(dtype=float)  # numpy skips LightGBM's pandas checks
         out = {
             name: self.encodings_[name].decode(
-                booster.predict(matrix, num_threads=1), features.reference[name]
+                np.asarray(booster.predict(matrix, num_threads=1)), features.reference[name]
             )
             for name, booster in self.boosters_.items()
         }

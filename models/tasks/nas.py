@@ -11,7 +11,7 @@ from preflight.features import curve as curve_features
 from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
-_SPLITS = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
+_SPLITS: dict[str, tuple[str, ...]] = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
 
 
 def final_accuracy(table: pd.DataFrame) -> pd.DataFrame:

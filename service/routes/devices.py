@@ -93,11 +93,9 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
         )
     spec = body.spec or _known_device(state, body.device or "", task)
     rows = _measurement_rows(task, spec.id, body.measurements) if task is not None else []
-    if (
-        spec.kind == "unknown" or body.spec is not None
-    ):  # measurements were checked: a refusal registers nothing
+    if spec.kind == "unknown" or body.spec is not None:  # measurements checked: a refusal registers nothing
         state.catalogue.register(spec)
-    if rows:
+    if task is not None and rows:
         state.add_measurements(task, rows)
     return _public(state.catalogue.resolve(spec.id), _counts(state))
 
