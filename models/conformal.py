@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from preflight.data.errors import ModelStateError
+from preflight.data.errors import ModelStateError, UsageError
 from preflight.models.targets import Target
 
 #: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate, or of
@@ -81,7 +81,7 @@ class Conformal:
         if self.scores_ is None:
             raise NotConformalized("call conformalize(y_cal, y_pred_cal) before asking for intervals")
         if not 0 < coverage < 1:
-            raise ValueError(f"coverage must lie in (0, 1), got {coverage}")
+            raise UsageError(f"coverage must lie in (0, 1), got {coverage}")
         n = len(self.scores_)
         rank = math.ceil((n + 1) * coverage)
         return math.inf if rank > n else float(self.scores_[rank - 1])

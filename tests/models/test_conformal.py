@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 import pytest
+from preflight.data.errors import UsageError
 from preflight.models.conformal import Conformal, NotConformalized
 from preflight.models.targets import Target
 from scipy import stats
@@ -51,7 +52,7 @@ def test_steps_and_domain_are_checked():
         Conformal(TARGETS["runtime_ms"]).interval(np.array([1.0]), 0.9)
     with pytest.raises(ValueError, match="inside its domain"):
         Conformal(TARGETS["runtime_ms"]).conformalize(np.array([0.0]), np.array([1.0]))
-    with pytest.raises(ValueError, match="coverage"):
+    with pytest.raises(UsageError, match="coverage"):
         Conformal.from_scores(TARGETS["runtime_ms"], [0.1, 0.2]).quantile(1.5)
 
 
