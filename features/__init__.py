@@ -38,12 +38,6 @@ class Graphs:
     _built: list[GraphArrays] | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, keys: Sequence[Hashable], build: Callable[[Any], GraphArrays]) -> Graphs:
-        """Graphs of a key per row: each distinct key becomes one graph."""
-        codes, distinct = pd.factorize(pd.Series(list(keys), dtype=object))
-        return cls(list(distinct), codes.astype(np.int64), build)
-
-    @classmethod
     def from_arrays(cls, arrays: list[GraphArrays], index: np.ndarray) -> Graphs:
         return cls(list(range(len(arrays))), np.asarray(index, dtype=np.int64), arrays.__getitem__, arrays)
 

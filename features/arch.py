@@ -158,13 +158,20 @@ def _data_flow(g: OpGraph) -> tuple[np.ndarray, dict[str, float]]:
     }
 
 
+def architecture_keys(spaces: np.ndarray, notations: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each row's index into the distinct architectures, and those as ``"<space>\\0<notation>"`` keys."""
+    codes, distinct = pd.factorize(pd.Series(spaces, dtype=str) + "\0" + pd.Series(notations, dtype=str))
+    return codes.astype(np.int64), list(distinct)
+
+
 def flat(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
     """The fixed-width encoding for trees: size, depth, op counts overall and per relative-depth bin,
     kernel and expansion sums per op."""
-    codes, distinct = pd.factorize(pd.Series(spaces, dtype=str) + "\0" + pd.Series(notations, dtype=str))
-    table = np.array([_flat_one(*key.split("\0", 1)) for key in distinct], dtype=float).reshape(
-        len(distinct), -1
-    )
+    return _flat_rows(*architecture_keys(spaces, notations))
+
+
+def _flat_rows(codes: np.ndarray, keys: list[str]) -> pd.DataFrame:
+    table = np.array([_flat_one(*key.split("\0", 1)) for key in keys], dtype=float).reshape(len(keys), -1)
     return pd.DataFrame(table[codes], columns=FLAT_COLUMNS)
 
 
@@ -259,11 +266,9 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "stratum": dataset,
         }
     )
-    X = pd.concat([flat(spaces, notations), context], axis=1)
+    arch_of_row, keys = architecture_keys(spaces, notations)  # each distinct architecture is encoded once
+    X = pd.concat([_flat_rows(arch_of_row, keys), context], axis=1)
     reference = pd.DataFrame(
         np.nan, index=X.index, columns=list(TARGETS)
     )  # no reference scale for any NAS target
-    graphs = Graphs.of(
-        list(pd.Series(spaces, dtype=str) + "\0" + pd.Series(notations, dtype=str)), graph_arrays
-    )
-    return Features(X=X, reference=reference, meta=meta, graphs=graphs)
+    return Features(X=X, reference=reference, meta=meta, graphs=Graphs(keys, arch_of_row, graph_arrays))

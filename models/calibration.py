@@ -45,12 +45,11 @@ def residuals(target: Target, y: pd.Series, predicted: pd.Series) -> np.ndarray:
 
 
 def residual_table(
-    targets: dict[str, Target], Y: pd.DataFrame, predicted: pd.DataFrame, devices: pd.Series
+    targets: dict[str, Target], Y: pd.DataFrame, predicted: pd.DataFrame, devices: np.ndarray
 ) -> pd.DataFrame:
     """Residuals per row and target, beside each row's device."""
     return pd.DataFrame(
-        {"device_id": devices.astype(str).to_numpy()}
-        | {t: aligned_residual(targets[t], Y[t], predicted[t]) for t in Y.columns}
+        {"device_id": devices} | {t: aligned_residual(targets[t], Y[t], predicted[t]) for t in Y.columns}
     )
 
 

@@ -75,13 +75,24 @@ def register_measured_devices(
         return []
     unknown = []
     for name in rows["device"].dropna().astype(str).unique():
-        try:
-            catalogue.resolve(name)
-        except UnknownDevice:
-            catalogue.register(DeviceSpec.known_by_measurements(name), persist=persist)
+        spec, new = device_spec(task, name, catalogue)
+        if new:
+            catalogue.register(spec, persist=persist)
             unknown.append(name)
     if unknown:
         log.warning(
             "%s: no spec sheet for %s; learned from their measurements alone", task.name, ", ".join(unknown)
         )
     return unknown
+
+
+def device_spec(task: Task | None, name: str, catalogue: Catalogue) -> tuple[DeviceSpec, bool]:
+    """The catalogue's device of that name, and False; for a name it cannot resolve, when the task learns
+    devices from their measurements alone, a new device without a spec sheet (not registered yet), and
+    True. Otherwise UnknownDevice."""
+    try:
+        return catalogue.resolve(name), False
+    except UnknownDevice:
+        if task is None or not task.measured_devices:
+            raise
+        return DeviceSpec.known_by_measurements(name), True

@@ -100,6 +100,8 @@ def k_shot_scores(
 
 def offsets(shots: DeviceShots, devices: np.ndarray, target: str) -> np.ndarray:
     """Each row's offset on the target's scale (0 for devices not measured)."""
+    if not shots:
+        return np.zeros(len(devices))
     return np.array([shots.get(d, {}).get(target, {}).get("offset", 0.0) for d in devices])
 
 

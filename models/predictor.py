@@ -87,7 +87,7 @@ class Predictor:
         when there are several), then fit the family on every row."""
         task = self.task
         self.oof_, self.oof_fold_ = self._out_of_fold(features, Y, groups, self.calibration_folds)
-        row_strata = strata(features.meta, task.stratum_column)
+        row_strata, devices = strata(features.meta, task.stratum_column), self._devices(features.meta)
         self.calibration_ = Calibration(task.targets)
         self.calibration_.add("seen", Y, self.oof_, row_strata)
         self.unseen_residuals_ = pd.DataFrame({"device_id": pd.Series(dtype=str)})
@@ -100,11 +100,9 @@ class Predictor:
             )
             unseen, _ = self._out_of_fold(features, Y, machines, n_folds)
             self.calibration_.add("unseen", Y, unseen, row_strata)
-            devices = features.meta[task.device_column]
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
         self.family_ = self.base_family_ = self.new_family().fit(features, Y)
         self.envelope_ = Envelope(task.envelope_columns).fit(features.X, features.meta)
-        devices = self._devices(features.meta)
         self.target_devices_ = {
             t: sorted(set(devices[task.targets[t].present(Y[t])])) for t in Y.columns if task.device_column
         }

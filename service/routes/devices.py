@@ -6,11 +6,10 @@ from collections import Counter
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from preflight.data.catalogue import DeviceSpec
-from preflight.data.errors import UnknownDevice
+from preflight.models.datasets import device_spec
 from preflight.models.task import Task, get_task
 from preflight.service.deps import StateDep
 from preflight.service.schemas import DevicePublic, DeviceRegistration
-from preflight.service.state import ServiceState
 from pydantic import ValidationError
 
 router = APIRouter(tags=["devices"])
@@ -91,21 +90,10 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
                 }
             ]
         )
-    spec = body.spec or _known_device(state, body.device or "", task)
+    spec, new = (body.spec, True) if body.spec else device_spec(task, body.device or "", state.catalogue)
     rows = _measurement_rows(task, spec.id, body.measurements) if task is not None else []
-    if spec.kind == "unknown" or body.spec is not None:  # measurements checked: a refusal registers nothing
+    if new:  # registered after the measurements were checked: a refused request registers nothing
         state.catalogue.register(spec)
     if task is not None and rows:
         state.add_measurements(task, rows)
     return _public(state.catalogue.resolve(spec.id), _counts(state))
-
-
-def _known_device(state: ServiceState, name: str, task: Task | None) -> DeviceSpec:
-    """The catalogue's device of that name; a name it does not know, given with measurements for a task
-    that learns devices from measurements alone, becomes a device without a spec sheet."""
-    try:
-        return state.catalogue.resolve(name)
-    except UnknownDevice:
-        if task is None or not task.measured_devices:
-            raise
-        return DeviceSpec.known_by_measurements(name)

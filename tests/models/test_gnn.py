@@ -132,8 +132,9 @@ def test_any_graph_is_learned_not_only_architectures():
     """Graphs that no NAS notation made (a chain of n nodes, one feature channel): the GNN learns their
     size."""
     sizes = np.arange(2, 42)
-    graphs = Graphs.of(
+    graphs = Graphs(
         list(sizes),
+        np.arange(len(sizes)),
         lambda n: (
             np.ones((n, 1), np.float32),
             np.array([np.arange(n - 1), np.arange(1, n)], dtype=np.int64),

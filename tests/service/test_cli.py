@@ -21,6 +21,14 @@ def deepbench_layout(rows, path):
     return path
 
 
+def evaluate_files(task: str, source: str, train, test, *options: str) -> dict:
+    """``preflight evaluate TASK --source S --train A --test B [options] --json``: exit 0, the report."""
+    args = ["evaluate", task, "--source", source, "--train", str(train), "--test", str(test), *options]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
 def test_help_is_quick_and_lists_commands():
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "preflight.service.cli", "--help"],
@@ -42,24 +50,7 @@ def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch,
     test = deepbench_layout(
         synthetic_gemm(40, seed=2, devices=("AMD_MI25",), catalogue=catalogue), tmp_path / "test.csv"
     )
-    result = runner.invoke(
-        app,
-        [
-            "evaluate",
-            "gemm",
-            "--source",
-            "deepbench",
-            "--train",
-            str(train),
-            "--test",
-            str(test),
-            "--shots",
-            "10",
-            "--json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = evaluate_files("gemm", "deepbench", train, test, "--shots", "10")
     assert {"task", "family", "source", "split", "n_train", "n_test", "metrics", "baseline"} <= set(report)
     assert report["n_train"] == 150 and report["n_test"] == 30
     assert "mean" in report["metrics"]["runtime_ms"] and report["baseline"]["name"] == "roofline"
@@ -94,22 +85,7 @@ def test_deepbench_zero_shot_on_a_held_out_device(tmp_path, monkeypatch):
     table[~held_out].to_csv(tmp_path / "train.csv", index=False)
     table[held_out].to_csv(tmp_path / "test.csv", index=False)
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
-    result = runner.invoke(
-        app,
-        [
-            "evaluate",
-            "gemm",
-            "--source",
-            "deepbench",
-            "--train",
-            str(tmp_path / "train.csv"),
-            "--test",
-            str(tmp_path / "test.csv"),
-            "--json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = evaluate_files("gemm", "deepbench", tmp_path / "train.csv", tmp_path / "test.csv")
     model, baseline = report["metrics"]["runtime_ms"], report["baseline"]["metrics"]["runtime_ms"]
     assert model["median_ape"] < baseline["median_ape"]
 
@@ -124,24 +100,7 @@ def test_nas_latency_few_shot_on_devices_absent_from_the_training_file(tmp_path,
         tmp_path / "train.csv", n=120, settings=("1080ti_1", "2080ti_32", "gold_6240"), seed=1
     )
     test = write_help_csv(tmp_path / "test.csv", n=60, settings=("titan_rtx_1", "pixel3"), seed=2)
-    result = runner.invoke(
-        app,
-        [
-            "evaluate",
-            "nas-latency",
-            "--source",
-            "help-nb201",
-            "--train",
-            str(train),
-            "--test",
-            str(test),
-            "--shots",
-            "10",
-            "--json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = evaluate_files("nas-latency", "help-nb201", train, test, "--shots", "10")
     latency = report["metrics"]["latency_ms"]
     assert set(latency) == {"nvidia-titan-rtx", "qualcomm-snapdragon-845", "mean"}
     assert report["n_train"] == 360 and report["n_test"] == 2 * (60 - 10)
