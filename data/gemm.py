@@ -58,10 +58,11 @@ KERNEL_FIELDS = tuple(KernelConfig.model_fields)
 
 
 class GemmItem(BaseModel):
-    """One GEMM C = op(A) @ op(B) with A m×k, B k×n, asked about on one device."""
+    """One GEMM C = op(A) @ op(B) with A m×k, B k×n (``b`` of them, batched), asked about on one device."""
 
     model_config = ConfigDict(extra="forbid")
 
+    b: int = Field(1, gt=0, le=MAX_DIM, description="batch count: independent GEMMs of this shape (bmm)")
     m: int = Field(gt=0, le=MAX_DIM)
     n: int = Field(gt=0, le=MAX_DIM)
     k: int = Field(gt=0, le=MAX_DIM)

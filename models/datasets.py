@@ -32,8 +32,20 @@ def load_source(
     if store:
         TableStore(settings.tables_dir).put(loaded, path)
     for spec in loaded.extra_devices:
-        catalogue.register(DeviceSpec.model_validate(spec))
+        _fill_gap(catalogue, DeviceSpec.model_validate(spec))
     return loaded.rows, loaded.sha256
+
+
+def _fill_gap(catalogue: Catalogue, sheet: DeviceSpec) -> None:
+    """Register a spec sheet that travels with the data unless the catalogue already knows the device
+    (the catalogue's sheet wins: a dataset's own sheet is often rougher)."""
+    for name in (sheet.name, *sheet.aliases):
+        try:
+            catalogue.resolve(name)
+            return
+        except UnknownDevice:
+            continue
+    catalogue.register(sheet)
 
 
 def available_sources(task: Task, settings: Settings) -> dict[str, Path]:

@@ -83,6 +83,10 @@ class DeviceSpec(BaseModel):
     peak_tflops: dict[Dtype, float] = Field(
         default_factory=dict, description="dense peak per dtype; with any peak, fp32 is required"
     )
+    gemm_peak_tflops: dict[Dtype, float] = Field(
+        default_factory=dict,
+        description="dense GEMM peak where GEMMs run on other units (CDNA fp32: matrix cores)",
+    )
     resources: dict[str, float] = Field(
         default_factory=dict, description="countable resources, e.g. lut, ff, dsp, bram (FPGA), cores, llc_mb"
     )
@@ -116,6 +120,13 @@ class DeviceSpec(BaseModel):
             want, fallback = _PEAK_FALLBACK[want], True
         scale = 1 / 32 if dtype == Dtype.fp64 and fallback else 1.0  # fp64 emulated: ~1/32 rate
         return self.peak_tflops[want] * scale, fallback
+
+    def gemm_peak(self, dtype: Dtype) -> tuple[float, bool]:
+        """Peak TFLOP/s of a dense GEMM in a dtype (``gemm_peak_tflops`` where given), and whether it
+        came from a fallback dtype."""
+        if Dtype(dtype) in self.gemm_peak_tflops:
+            return self.gemm_peak_tflops[Dtype(dtype)], False
+        return self.peak(dtype)
 
 
 def normalise(name: str) -> list[str]:

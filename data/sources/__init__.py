@@ -1,12 +1,14 @@
 """Loaders, one module per public source or own profiler: ``path -> Loaded``.
 
 A source is a module with a ``path -> Loaded`` function and one line here, or, for a source that
-belongs to one task, a ``register`` call in that task's module.
+belongs to one task, a ``register`` call in that task's module. Sources whose licence allows it ship
+a compressed extract under ``data/public/`` (with the licence), used when PREFLIGHT_DATASETS has none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from preflight.data.errors import DataError
@@ -20,46 +22,67 @@ from preflight.data.sources import (
     local_curves,
     local_gemm,
     nas_bench_graph,
+    neusight,
     uci_sgemm,
 )
 from preflight.data.tables import Loaded
 
-#: source name -> (loader, its file: a name under PREFLIGHT_DATASETS, or the Path of a file shipped with
-#: preflight)
-LOADERS: dict[str, tuple[Callable[[Path], Loaded], str | Path]] = {
-    "gpperf": (gpperf.load, "gemm/gpperf_cutlass_rtx4070.csv"),
-    "deepbench": (deepbench.load, "gemm/deepbench_gemm.csv"),
-    "uci-sgemm": (uci_sgemm.load, "gemm/uci_sgemm_gtx680.csv"),
-    "local-gemm": (local_gemm.load, local_gemm.SHIPPED),
-    "local-curves": (local_curves.load, local_curves.SHIPPED),
-    "help-nb201": (help_latency.load_nb201, "nas/help_nb201_latency.csv"),
-    "help-fbnet": (help_latency.load_fbnet, "nas/help_fbnet_latency.csv"),
-    "hw-nas-bench-360": (hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
-    "nas-bench-graph": (nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
-    "ec-nas": (ec_nas.load, "nas/ec_nas_bench_energy.csv"),
-    "lcdb": (lcdb.load, "lcdb/database-accuracy.csv"),  # from the lcdb package (optional, large)
+#: Public extracts shipped inside the package (licences beside them), the embedded default when no
+#: PREFLIGHT_DATASETS copy is at hand.
+PUBLIC = Path(__file__).resolve().parents[1] / "public"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A loader and where its data is found: ``file`` under PREFLIGHT_DATASETS (preferred), else the
+    ``shipped`` copy inside the package."""
+
+    loader: Callable[[Path], Loaded]
+    file: str | None = None
+    shipped: Path | None = None
+
+
+LOADERS: dict[str, Source] = {
+    "gpperf": Source(gpperf.load, "gemm/gpperf_cutlass_rtx4070.csv"),
+    "deepbench": Source(
+        deepbench.load, "gemm/deepbench_gemm.csv", PUBLIC / "deepbench" / "deepbench_gemm.csv.gz"
+    ),
+    "uci-sgemm": Source(uci_sgemm.load, "gemm/uci_sgemm_gtx680.csv"),
+    "neusight": Source(
+        neusight.load, "gemm/neusight/gemm_train.csv", PUBLIC / "neusight" / "gemm_train.csv.gz"
+    ),
+    "local-gemm": Source(local_gemm.load, shipped=local_gemm.SHIPPED),
+    "local-curves": Source(local_curves.load, shipped=local_curves.SHIPPED),
+    "help-nb201": Source(help_latency.load_nb201, "nas/help_nb201_latency.csv"),
+    "help-fbnet": Source(help_latency.load_fbnet, "nas/help_fbnet_latency.csv"),
+    "hw-nas-bench-360": Source(hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
+    "nas-bench-graph": Source(nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
+    "ec-nas": Source(ec_nas.load, "nas/ec_nas_bench_energy.csv"),
+    "lcdb": Source(lcdb.load, "lcdb/database-accuracy.csv"),  # from the lcdb package (optional, large)
 }
 
 
-def register(source: str, loader: Callable[[Path], Loaded], file: str | Path) -> None:
-    """Add a source: its loader, and its file (a name under PREFLIGHT_DATASETS, or a shipped Path)."""
-    LOADERS[source] = (loader, file)
+def register(
+    source: str, loader: Callable[[Path], Loaded], file: str | None = None, shipped: Path | None = None
+) -> None:
+    """Add a source: its loader, its file under PREFLIGHT_DATASETS and/or its shipped copy."""
+    LOADERS[source] = Source(loader, file, shipped)
+
+
+def _known(source: str) -> Source:
+    if source not in LOADERS:
+        raise DataError(f"unknown source {source!r}; known sources: {', '.join(LOADERS)}")
+    return LOADERS[source]
 
 
 def load(source: str, path: Path) -> Loaded:
-    """Load one source from a file in its published layout."""
-    if source not in LOADERS:
-        raise DataError(f"unknown source {source!r}; known sources: {', '.join(LOADERS)}")
-    return LOADERS[source][0](Path(path))
+    """Load one source from a file (or folder) in its published layout."""
+    return _known(source).loader(Path(path))
 
 
 def default_path(source: str, datasets: Path | None) -> Path | None:
-    """Where a source's file lives by default: shipped with preflight, or under PREFLIGHT_DATASETS."""
-    if source not in LOADERS:
-        raise DataError(f"unknown source {source!r}; known sources: {', '.join(LOADERS)}")
-    file = LOADERS[source][1]
-    if isinstance(file, Path):
-        return file if file.is_file() else None
-    if datasets is None or not (Path(datasets) / file).is_file():
-        return None
-    return Path(datasets) / file
+    """Where a source's data lives by default: under PREFLIGHT_DATASETS, else shipped with preflight."""
+    entry = _known(source)
+    if entry.file is not None and datasets is not None and (Path(datasets) / entry.file).exists():
+        return Path(datasets) / entry.file
+    return entry.shipped if entry.shipped is not None and entry.shipped.exists() else None

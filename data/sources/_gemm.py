@@ -8,6 +8,7 @@ from preflight.data.gemm import KERNEL_FIELDS, MAX_DIM
 from preflight.data.tables import RowChecks
 
 GEMM_COLUMNS = [
+    "b",
     "m",
     "n",
     "k",
@@ -28,13 +29,14 @@ def gemm_frame(**columns) -> pd.DataFrame:
     """A canonical GEMM table: every column present, absent ones as missing values."""
     n = len(next(iter(columns.values())))
     frame = pd.DataFrame({c: columns.get(c, pd.Series([np.nan] * n)) for c in GEMM_COLUMNS})
+    frame["b"] = pd.to_numeric(frame["b"], errors="coerce").fillna(1) if "b" in columns else 1
     extra = {c: v for c, v in columns.items() if c not in GEMM_COLUMNS}
     return frame.assign(**extra)
 
 
 def check_gemm(frame: pd.DataFrame, checks: RowChecks) -> None:
     """Reject rows whose shape or targets cannot be a real measurement."""
-    for dim in ("m", "n", "k"):
+    for dim in ("b", "m", "n", "k"):
         value = pd.to_numeric(frame[dim], errors="coerce")
         checks.reject(
             value.isna() | (value <= 0) | (value > MAX_DIM) | (value % 1 != 0),
