@@ -2,8 +2,9 @@
 
     PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/gemm_accuracy.py [--only NAME ...]
 
-Figures: GPPerf runtime MAPE and power median APE grouped by (m,n,k) shape; DeepBench runtime
-median APE leaving one device out (zero-shot from the spec sheet) and with 10 shots of it; UCI
+Figures: GPPerf runtime MAPE grouped by (m,n,k) shape; DeepBench runtime
+median APE leaving one device out (zero-shot from the spec sheet) and with 10 shots of it; GPPerf's
+RTX 4070 zero-shot from DeepBench's devices; UCI
 SGEMM MAPE grouped by kernel-configuration family beside the run-to-run noise floor; the target
 transform comparison (log vs log-ratio to the roofline); interval coverage at 0.9 for each.
 Writes bench/out/gemm_accuracy.json and prints a table.
@@ -81,6 +82,12 @@ def deepbench_shots(catalogue: Catalogue, shots: int = 10) -> dict:
     return {"model": {"runtime_ms": mean}, "baseline": {"runtime_ms": base}, "per_group": per_device}
 
 
+def rtx4070_zero_shot(catalogue: Catalogue) -> dict:
+    """GPPerf's RTX 4070 (Ada, 2023: newer than every DeepBench device) from DeepBench's devices alone."""
+    outcome = evaluate.train_test(TASK, _rows("deepbench"), _rows("gpperf"), catalogue, "tree", "shape")
+    return _summary(evaluate.report(TASK, "tree", "deepbench->gpperf", "train/test", outcome), by_group=False)
+
+
 def uci(catalogue: Catalogue) -> dict:
     rows = _rows("uci-sgemm")
     outcome = evaluate.cross_validate(TASK, rows, catalogue, "tree", "kernel")
@@ -101,6 +108,7 @@ FIGURES = {
     "gpperf": gpperf,
     "deepbench": deepbench_zero_shot,
     "deepbench-10-shot": deepbench_shots,
+    "rtx4070-zero-shot": rtx4070_zero_shot,
     "uci": uci,
     "transform": transforms,
 }

@@ -93,13 +93,39 @@ class Sequences:
 
 
 @dataclass
+class Parts:
+    """Items made of parts (a whole model of its kernels): one table row per part, ``owner[i]`` the
+    row of ``Features`` that part ``i`` belongs to. Parts carry their own inputs and, in training
+    data, their own measurements, for families that predict the parts and add them up."""
+
+    frame: pd.DataFrame
+    owner: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Parts:
+        position = np.full(int(max(self.owner.max(initial=-1), rows.max(initial=-1))) + 1, -1)
+        position[rows] = np.arange(len(rows))
+        order = np.concatenate([np.flatnonzero(self.owner == r) for r in rows] + [np.zeros(0, np.int64)])
+        return Parts(self.frame.iloc[order].reset_index(drop=True), position[self.owner[order]])
+
+    @staticmethod
+    def concat(parts: list[Parts], sizes: list[int]) -> Parts:
+        offsets = np.cumsum([0, *sizes[:-1]])
+        return Parts(
+            pd.concat([p.frame for p in parts], ignore_index=True),
+            np.concatenate([p.owner + offset for p, offset in zip(parts, offsets)]),
+        )
+
+
+@dataclass
 class Features:
     """What a featurizer returns.
 
     ``X`` holds the tabular model inputs; ``reference`` a per-target scale the model may predict
     relative to (e.g. the roofline time for ``runtime_ms``); ``meta`` the non-input columns that
     splits, the out-of-distribution envelope and few-shot adaptation use (the columns a Task names:
-    device, groups, stratum); ``graphs`` and ``sequences`` the inputs of graph and sequence families.
+    device, groups, stratum); ``graphs`` and ``sequences`` the inputs of graph and sequence families;
+    ``parts`` the parts of composite items; ``monotone`` the directions physics fixes, per target and
+    column of ``X`` (+1 rising, -1 falling), for families that can keep to them.
     """
 
     X: pd.DataFrame
@@ -107,6 +133,8 @@ class Features:
     meta: pd.DataFrame
     graphs: Graphs | None = None
     sequences: Sequences | None = None
+    parts: Parts | None = None
+    monotone: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def take(self, index: np.ndarray | list[int]) -> Features:
         """Rows by position, as a new Features."""
@@ -121,6 +149,8 @@ class Features:
             rows(self.meta),
             None if self.graphs is None else self.graphs.take(index),
             None if self.sequences is None else self.sequences.take(index),
+            None if self.parts is None else self.parts.take(index),
+            self.monotone,
         )
 
 
@@ -132,10 +162,13 @@ def concat(parts: list[Features]) -> Features:
 
     graphs = [p.graphs for p in parts if p.graphs is not None]
     sequences = [p.sequences for p in parts if p.sequences is not None]
+    pieces = [p.parts for p in parts if p.parts is not None]
     return Features(
         stack("X"),
         stack("reference"),
         stack("meta"),
         Graphs.concat(graphs) if len(graphs) == len(parts) else None,
         Sequences.concat(sequences) if len(sequences) == len(parts) else None,
+        Parts.concat(pieces, [len(p.X) for p in parts]) if len(pieces) == len(parts) else None,
+        parts[0].monotone,
     )

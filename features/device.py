@@ -9,6 +9,8 @@ from preflight.data.catalogue import Catalogue, DeviceSpec
 
 #: Codes of device kinds (fixed: trained models read them); a device known only by measurements has none.
 KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3, "fpga": 4, "vm-host": 5}
+#: Codes of vendors (fixed: trained models read them): each brings its own kernel library (cuBLAS, rocBLAS).
+VENDORS = {"nvidia": 0, "amd": 1, "intel": 2, "apple": 3, "qualcomm": 4, "google": 5, "arm": 6, "xilinx": 7}
 SPEC_FIELDS = ("memory_bandwidth_gbs", "compute_units", "boost_clock_mhz", "tdp_w", "llc_mb", "year")
 
 
@@ -30,3 +32,7 @@ def spec_columns(specs: Sequence[DeviceSpec | None]) -> dict[str, np.ndarray]:
 
 def kind_codes(specs: Sequence[DeviceSpec | None]) -> np.ndarray:
     return np.array([np.nan if s is None else KINDS.get(s.kind, np.nan) for s in specs])
+
+
+def vendor_codes(specs: Sequence[DeviceSpec | None]) -> np.ndarray:
+    return np.array([np.nan if s is None else VENDORS.get(s.vendor, np.nan) for s in specs])

@@ -16,16 +16,22 @@ from preflight.features import Features, device
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
 _DTYPE_CODES = {d.value: i for i, d in enumerate(Dtype)}
+#: Beyond this many waves of tiles, more waves change nothing: the count saturates so that trees never
+#: meet a value past the training range.
+MAX_WAVES = 256
 
 
-def _quantization(m: np.ndarray, n: np.ndarray, block_m, block_n, units: np.ndarray) -> dict[str, np.ndarray]:
-    tiles = np.ceil(m / block_m) * np.ceil(n / block_n)
+def _quantization(
+    b: np.ndarray, m: np.ndarray, n: np.ndarray, block_m, block_n, units: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Output tiles in waves over the compute units: how full the last wave is, how much of each tile
+    is padding (relative to the device, so the pattern carries from one GPU to the next)."""
+    tiles = b * np.ceil(m / block_m) * np.ceil(n / block_n)
     waves = tiles / units
     return {
-        "tiles_log2": np.log2(tiles),
-        "waves": waves,
+        "waves_log2": np.log2(np.minimum(waves, MAX_WAVES)),
         "wave_efficiency": waves / np.ceil(waves),
-        "tile_efficiency": (m * n) / (tiles * block_m * block_n),
+        "tile_efficiency": (b * m * n) / (tiles * block_m * block_n),
     }
 
 
@@ -58,25 +64,50 @@ def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype=float)
 
 
+#: Output-tile edges assumed per dimension when no kernel configuration is given: libraries shrink
+#: the tile for a thin matrix, so each edge is the dimension rounded up to a power of two, within these.
+TILE_EDGE_RANGE = (32, DEFAULT_TILE)
+#: Past this roofline time (µs) launch and ramp-up costs no longer matter: the feature saturates there.
+SATURATION_US = 1e3
+#: Directions physics fixes: log(runtime / roofline) cannot rise with the work per launch.
+MONOTONE = {"runtime_ms": {"roofline_us_log2": -1}}
+
+
+def _library_tile(dim: np.ndarray) -> np.ndarray:
+    return np.clip(2 ** np.ceil(np.log2(np.maximum(dim, 1))), *TILE_EDGE_RANGE)
+
+
 def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
-    """Features for canonical GEMM rows (loaders' tables or API items as rows)."""
+    """Features for canonical GEMM rows (loaders' tables or API items as rows).
+
+    Device facts enter only relative to the work (intensity over the ridge point, waves of output
+    tiles over the compute units, working set over the cache, roofline time up to a saturation) or as
+    dimensionless balance (the ridge point itself), so that a tree learns an efficiency that carries
+    to hardware newer than any it was trained on; absolute spec values (peak, bandwidth, clock, SM
+    count, year) would let it memorise the training devices instead. The shape's own sizes stay."""
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
+    b = rows["b"].fillna(1).to_numpy(dtype=float) if "b" in rows else np.ones(len(rows))
     dtype = rows["dtype"].astype(str).to_numpy()
     math_dtype = (
         rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype
     )
     specs = device.resolve(rows["device"].to_numpy(), catalogue)
     spec = device.spec_columns(specs)
-    peaks = [s.peak(Dtype(d)) for s, d in zip(specs, math_dtype)]
+    peaks = [s.gemm_peak(Dtype(d)) for s, d in zip(specs, math_dtype)]
     peak = np.array([p for p, _ in peaks]) * 1e12
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9
     element_bytes = np.array([BYTES_PER_ELEMENT[Dtype(d)] for d in dtype], dtype=float)
-    flops = 2 * m * n * k
-    traffic = element_bytes * (m * k + k * n) + 4 * m * n  # inputs once, fp32/int32 output
+    flops = 2 * b * m * n * k
+    traffic = b * (element_bytes * (m * k + k * n) + 4 * m * n)  # inputs once, fp32/int32 output
     compute_s, memory_s = flops / peak, traffic / bandwidth
     roofline_ms = np.maximum(compute_s, memory_s) * 1e3
     units, llc_bytes = spec["compute_units"], spec["llc_mb"] * 2**20
     kernel = {f: _column(rows, f) for f in KERNEL_FIELDS}
+    tile_m, tile_n = _library_tile(m), _library_tile(n)
+    tile_flops, tile_bytes = (
+        2 * tile_m * tile_n * k,
+        element_bytes * k * (tile_m + tile_n) + 4 * tile_m * tile_n,
+    )
 
     X = pd.DataFrame(
         {
@@ -84,35 +115,32 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "n_log2": np.log2(n),
             "k_log2": np.log2(k),
             "min_dim_log2": np.log2(np.minimum(np.minimum(m, n), k)),
-            "flops_log2": np.log2(flops),
-            "bytes_log2": np.log2(traffic),
+            "aspect_log2": np.log2(m / n),
             "intensity_log2": np.log2(flops / traffic),
+            "intensity_over_ridge_log2": np.log2((flops / traffic) / (peak / bandwidth)),
+            "tile_intensity_over_ridge_log2": np.log2((tile_flops / tile_bytes) / (peak / bandwidth)),
+            "roofline_us_log2": np.log2(np.minimum(roofline_ms * 1e3, SATURATION_US)),
+            "working_set_over_llc_log2": np.log2(traffic / b / llc_bytes),
+            # the device's balance (FLOP per byte at its ridge point): a dimensionless property, and the
+            # handle by which measurements of one device adapt the model to it (few-shot refits)
+            "ridge_log2": np.log2(peak / bandwidth),
             "dtype": [_DTYPE_CODES[d] for d in dtype],
             "math_dtype": [_DTYPE_CODES[d] for d in math_dtype],
             "element_bytes": element_bytes,
+            "batched": (b > 1).astype(float),
             "trans_a": rows["trans_a"].to_numpy(dtype=float),
             "trans_b": rows["trans_b"].to_numpy(dtype=float),
-            "peak_tflops_log2": np.log2(peak / 1e12),
             "peak_is_fallback": np.array([f for _, f in peaks], dtype=float),
-            "bandwidth_gbs_log2": np.log2(spec["memory_bandwidth_gbs"]),
-            "ridge_log2": np.log2(peak / bandwidth),
             "bound_by_compute": (compute_s >= memory_s).astype(float),
-            "roofline_ms_log2": np.log2(roofline_ms),
-            "compute_units": units,
-            "clock_mhz": spec["boost_clock_mhz"],
-            "llc_mb": spec["llc_mb"],
-            "working_set_over_llc_log2": np.log2(traffic / llc_bytes),
-            "tdp_w": spec["tdp_w"],
             "device_kind": device.kind_codes(specs),
-            "device_year": spec["year"],
-            **{
-                f"default_{name}": v
-                for name, v in _quantization(m, n, DEFAULT_TILE, DEFAULT_TILE, units).items()
-            },
+            "vendor": device.vendor_codes(specs),
+            "library_tile_m_log2": np.log2(tile_m),
+            "library_tile_n_log2": np.log2(tile_n),
+            **{f"library_{name}": v for name, v in _quantization(b, m, n, tile_m, tile_n, units).items()},
             **{f"kernel_{f}": v for f, v in kernel.items()},
             **{
                 f"kernel_{name}": v
-                for name, v in _quantization(m, n, kernel["block_m"], kernel["block_n"], units).items()
+                for name, v in _quantization(b, m, n, kernel["block_m"], kernel["block_n"], units).items()
             },
             **{f"kernel_{name}": v for name, v in _tiling(kernel, element_bytes).items()},
         }
@@ -123,11 +151,16 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     meta = pd.DataFrame(
         {
             "device_id": [s.id for s in specs],
-            "shape": [f"{a}x{b}x{c}" for a, b, c in zip(m.astype(int), n.astype(int), k.astype(int))],
+            "device_kind": [s.kind for s in specs],
+            "architecture": [s.architecture or s.id for s in specs],
+            "shape": [
+                f"{int(c)}x{a}x{bb}x{kk}" if c > 1 else f"{a}x{bb}x{kk}"
+                for c, a, bb, kk in zip(b, m.astype(int), n.astype(int), k.astype(int))
+            ],
             "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
             "dtype": dtype,
             # calibration stratum: tuned-kernel sweeps err differently from library calls
             "stratum": np.where(np.isnan(kernel["block_m"]), "plain", "kernel"),
         }
     )
-    return Features(X=X, reference=reference, meta=meta)
+    return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from preflight.features import Features, Graphs, Sequences
+from preflight.features import Features, Graphs, Parts, Sequences
 from preflight.models.calibration import Calibration, Calibrators
 from preflight.models.conformal import Conformal
 from preflight.models.envelope import Envelope
@@ -24,6 +24,8 @@ from preflight.models.targets import Target
 from preflight.models.task import get_task
 
 _PARTS = ("X", "reference", "meta")
+#: The column of parts.parquet naming the training row each part belongs to.
+OWNER = "owner:"
 
 
 def save(predictor: Predictor, directory: Path) -> None:
@@ -111,6 +113,9 @@ def _save_training(features: Features, Y: pd.DataFrame, directory: Path) -> None
         np.savez_compressed(
             directory / "sequences.npz", values=features.sequences.values, mask=features.sequences.mask
         )
+    if features.parts is not None:
+        features.parts.frame.assign(**{OWNER: features.parts.owner}).to_parquet(directory / "parts.parquet")
+    (directory / "monotone.json").write_text(json.dumps(features.monotone))
 
 
 def _load_training(directory: Path) -> tuple[Features, pd.DataFrame]:
@@ -129,4 +134,9 @@ def _load_training(directory: Path) -> tuple[Features, pd.DataFrame]:
     if (directory / "sequences.npz").exists():
         with np.load(directory / "sequences.npz") as s:
             features.sequences = Sequences(s["values"], s["mask"])
+    if (directory / "parts.parquet").exists():
+        frame = pd.read_parquet(directory / "parts.parquet")
+        features.parts = Parts(frame.drop(columns=OWNER), frame[OWNER].to_numpy())
+    if (directory / "monotone.json").exists():
+        features.monotone = json.loads((directory / "monotone.json").read_text())
     return features, part("y")

@@ -35,7 +35,9 @@ class Envelope:
         values = X.to_numpy(dtype=float, na_value=np.nan)
         with np.errstate(invalid="ignore"):
             outside = (values < low - slack) | (values > high + slack)  # NaN bounds or values compare False
-        never_seen = np.isnan(low) & ~np.isnan(values)  # e.g. a kernel configuration, when training had none
+        fitted = np.array([c in self.low_ for c in X.columns])  # a feature added since: no envelope for it
+        # e.g. a kernel configuration, when training had none
+        never_seen = fitted & np.isnan(low) & ~np.isnan(values)
         outside |= never_seen
         names = list(X.columns)
         ranges = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(low, high)]

@@ -48,7 +48,9 @@ def _concat(parts: list[Estimates]) -> Estimates:
     def stack(attr: str) -> pd.DataFrame:
         return pd.concat([getattr(p, attr) for p in parts], ignore_index=True)
 
-    return Estimates(stack("value"), stack("low"), stack("high"), [r for p in parts for r in p.reasons])
+    reasons = [r for p in parts for r in p.reasons]
+    notes = [n for p in parts for n in (p.notes or [[] for _ in p.reasons])]
+    return Estimates(stack("value"), stack("low"), stack("high"), reasons, notes)
 
 
 def _splits(groups: pd.Series, seed: int, train_size: int | None):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -31,12 +31,14 @@ LEAVE_ONE_OUT_MAX_GROUPS = 20
 
 @dataclass
 class Estimates:
-    """Point estimates and intervals per target, and the out-of-distribution reasons per row."""
+    """Point estimates and intervals per target, the out-of-distribution reasons per row, and notes
+    per row that qualify an estimate without putting the input out of distribution."""
 
     value: pd.DataFrame
     low: pd.DataFrame
     high: pd.DataFrame
     reasons: list[list[str]]
+    notes: list[list[str]] = field(default_factory=list)
 
     def records(self) -> list[dict]:
         """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None)."""
@@ -47,6 +49,7 @@ class Estimates:
 
         bounds = {t: (column(self.value, t), column(self.low, t), column(self.high, t)) for t in self.value}
         out = []
+        notes = self.notes or [[] for _ in self.reasons]
         for i, reasons in enumerate(self.reasons):
             record = {t: {"value": v[i], "low": lo[i], "high": hi[i]} for t, (v, lo, hi) in bounds.items()}
             missing = [
@@ -55,7 +58,7 @@ class Estimates:
                 for t, estimate in record.items()
                 if estimate["value"] is None
             ]
-            out.append(record | {"ood": bool(reasons), "warnings": reasons + missing})
+            out.append(record | {"ood": bool(reasons), "warnings": reasons + missing + notes[i]})
         return out
 
 
@@ -86,6 +89,7 @@ class Predictor:
         """Calibrate on grouped out-of-fold residuals (the task's split, then one machine out at a time
         when there are several), then fit the family on every row."""
         task = self.task
+        Y = Y[[t for t in Y.columns if t in task.learned_targets]]
         self.oof_, self.oof_fold_ = self._out_of_fold(features, Y, groups, self.calibration_folds)
         row_strata, devices = strata(features.meta, task.stratum_column), self._devices(features.meta)
         self.calibration_ = Calibration(task.targets)
@@ -176,7 +180,10 @@ class Predictor:
             bounds = self.calibration_.interval(name, estimate, sides, row_strata, coverage)
             bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
             value[name], low[name], high[name] = estimate, target.clip(bounds[0]), target.clip(bounds[1])
-        return Estimates(value, low, high, self._reasons(features, devices, list(value.columns)))
+        estimates = Estimates(value, low, high, self._reasons(features, devices, list(value.columns)))
+        if self.task.derive is not None:
+            self.task.derive(features, estimates)
+        return estimates
 
     def _reasons(self, features: Features, devices: np.ndarray, targets: list[str]) -> list[list[str]]:
         """Why each row lies outside what the model has seen: the envelope's reasons, less the device

@@ -60,6 +60,14 @@ class Task:
     max_rows_per_source: int = 20_000
     #: the rows of a canonical table this task learns from (e.g. one row per architecture); all by default
     select: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    #: targets computed from the learned ones by a physical law, never learned (GEMM power and energy
+    #: from the runtime estimate); ``derive(features, estimates)`` fills them in, with warnings
+    derived: tuple[str, ...] = ()
+    derive: Callable[[Features, Any], None] | None = None
+
+    @property
+    def learned_targets(self) -> list[str]:
+        return [t for t in self.targets if t not in self.derived]
 
     @property
     def primary_target(self) -> str:

@@ -51,8 +51,10 @@ class TreeFamily:
             )
         }
 
-    def _lgb_params(self, n_rows: int) -> dict:
+    def _lgb_params(self, n_rows: int, monotone: dict[str, int]) -> dict:
+        constraints = [monotone.get(c, 0) for c in self.columns_]
         return {
+            **({"monotone_constraints": constraints} if any(constraints) else {}),
             "objective": self.objective,
             "num_leaves": self.num_leaves,
             "learning_rate": self.learning_rate,
@@ -72,7 +74,8 @@ class TreeFamily:
         for name, rows, encoding, z in encoded(self.targets, Y, features.reference, self.relative):
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
             data = lgb.Dataset(features.X[rows], z, weight=weight, free_raw_data=True)
-            self.boosters_[name] = lgb.train(self._lgb_params(int(rows.sum())), data, self.n_estimators)
+            params = self._lgb_params(int(rows.sum()), features.monotone.get(name, {}))
+            self.boosters_[name] = lgb.train(params, data, self.n_estimators)
             self.encodings_[name] = encoding
         return self
 

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from preflight.data.errors import UnknownDevice
+from preflight.data.gemm import Dtype
 from preflight.features import gemm
 
 
@@ -34,17 +35,54 @@ def test_roofline_is_the_slower_of_compute_and_traffic(catalogue):
 def test_math_dtype_sets_the_peak(catalogue):
     pseudo_fp16 = gemm.tabular(rows(dtype="fp16", math_dtype="fp32"), catalogue)
     true_fp16 = gemm.tabular(rows(dtype="fp16", math_dtype="fp16"), catalogue)
-    assert pseudo_fp16.X["peak_tflops_log2"][0] < true_fp16.X["peak_tflops_log2"][0]
+    assert pseudo_fp16.reference["runtime_ms"][0] > true_fp16.reference["runtime_ms"][0]
+    assert pseudo_fp16.X["intensity_over_ridge_log2"][0] > true_fp16.X["intensity_over_ridge_log2"][0]
+
+
+def test_features_are_relative_to_the_device(catalogue):
+    """The same GEMM at the same share of each device's ridge point, wave count and cache looks the same
+    on an old and a new GPU: no absolute spec value reaches the model."""
+    X = gemm.tabular(pd.concat([rows(), rows(device="H100")], ignore_index=True), catalogue).X
+    absolute = {
+        "peak_tflops_log2",
+        "bandwidth_gbs_log2",
+        "clock_mhz",
+        "tdp_w",
+        "device_year",
+        "compute_units",
+    }
+    assert not absolute & set(X.columns)
+    assert X["intensity_over_ridge_log2"][0] != X["intensity_over_ridge_log2"][1]
+
+
+def test_batched_gemm_multiplies_work_and_tiles(catalogue):
+    one, batched = (gemm.tabular(rows(m=256, n=256, k=256, b=b), catalogue) for b in (1, 64))
+    assert batched.reference["runtime_ms"][0] == pytest.approx(64 * one.reference["runtime_ms"][0])
+    assert batched.X["library_waves_log2"][0] == pytest.approx(one.X["library_waves_log2"][0] + 6)
+    assert batched.meta["shape"][0] == "64x256x256x256" and one.meta["shape"][0] == "256x256x256"
+
+
+def test_waves_and_time_saturate_past_the_training_range(catalogue):
+    huge = gemm.tabular(rows(m=2**20, n=2**20, k=2**16), catalogue).X
+    assert huge["library_waves_log2"][0] == np.log2(gemm.MAX_WAVES)
+    assert huge["roofline_us_log2"][0] == np.log2(gemm.SATURATION_US)
+
+
+def test_amd_fp32_gemms_are_bound_by_the_matrix_cores(catalogue):
+    mi100 = catalogue.resolve("AMD Instinct MI100")
+    features = gemm.tabular(rows(device="AMD Instinct MI100"), catalogue)
+    assert features.reference["runtime_ms"][0] == pytest.approx(2 * 4096**3 / (46.1e12) * 1e3)
+    assert mi100.peak(Dtype.fp32)[0] == 23.1  # the vector peak stays what the spec sheet says
 
 
 def test_wave_quantization_from_kernel_tiles(catalogue):
     units = catalogue.resolve("NV_P100").compute_units  # 56 SMs
     features = gemm.tabular(rows(m=128 * 57, n=128, block_m=128, block_n=128), catalogue)
-    assert features.X["kernel_waves"][0] == pytest.approx(57 / units)
+    assert features.X["kernel_waves_log2"][0] == pytest.approx(np.log2(57 / units))
     assert features.X["kernel_wave_efficiency"][0] == pytest.approx(57 / (2 * units))
     assert features.X["kernel_tile_efficiency"][0] == pytest.approx(1.0)
     assert np.isnan(
-        gemm.tabular(rows(), catalogue).X["kernel_waves"][0]
+        gemm.tabular(rows(), catalogue).X["kernel_waves_log2"][0]
     )  # no kernel given: missing, not zero
 
 

@@ -1,0 +1,182 @@
+"""GEMM power from the spec sheet's TDP and the achieved utilisation (models/power.py).
+
+    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/gemm_power.py [--datasets PATH]
+
+What GPPerf's ``power_w`` is: GPPerf's script (cutlass-analysis/experiment_data.sh) runs the CUTLASS
+profiler (3 warm-up + 10 timed launches), then Nsight Compute, and only then starts ``nvidia-smi -l 1``
+and keeps its first line: one board-power sample (a 1 s average on Ada) taken after the GEMM ended.
+It reads the idle board (~30 W of 200 W) unless something else kept the GPU busy at that moment,
+which the same line's ``gpu_util_pct`` tells: busy samples cluster in the sweep's first shape and its
+last hours, where the same kernels ran twice as long as before (another workload shared the GPU).
+``energy_j`` is that sample times the runtime.
+
+Figures: (a) the RTX 4070 left out: physics-prior power of its large GEMMs, with the measured
+runtime's utilisation (an oracle for u) and with the roofline-only u = 1, median APE and coverage of
+the prior's interval; (b) the shape fitted on RTX 4070 power, 5 folds grouped by (m,n,k) shape;
+(c) the shipped local CPU sweep, where it has power and a TDP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from preflight.data import sources
+from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.sources import local_gemm
+from preflight.data.tables import Loaded
+from preflight.features.gemm import tabular
+from preflight.models import power
+from sklearn.model_selection import GroupKFold
+
+#: Large GEMMs: >= 2^38 flops, >= 9.4 ms at the RTX 4070's fp32 peak (26-166 ms measured): the sweep's
+#: three largest shapes, the nearest it comes to large GEMMs back to back filling a 1 s power window.
+LARGE_FLOPS = 2.0**38
+#: The power sample saw the GPU busy: nvidia-smi's utilisation over its last period, in percent.
+BUSY_PCT = 50
+FOLDS = 5
+
+
+def _frame(loaded: Loaded, catalogue: Catalogue) -> pd.DataFrame:
+    """Rows with power: utilisation from the roofline, TDP and device kind from the spec sheet."""
+    rows = loaded.rows
+    features = tabular(rows, catalogue)
+    frame = pd.DataFrame(
+        {
+            "shape": features.meta["shape"],
+            "kind": [catalogue.resolve(d).kind for d in rows["device"]],
+            "flops": 2 * rows["m"] * rows["n"] * rows["k"],
+            "u": power.utilisation(features.reference["runtime_ms"], rows["runtime_ms"]),
+            "tdp_w": features.X["tdp_w"],
+            "power_w": rows["power_w"],
+        }
+    )
+    return frame[frame["power_w"].notna()]
+
+
+def _gpperf(path: Path, catalogue: Catalogue) -> pd.DataFrame:
+    loaded = sources.load("gpperf", path)
+    util = pd.read_csv(path, usecols=["gpu_util_pct"])["gpu_util_pct"]
+    util = util.drop(index=loaded.rejects["row"]).reset_index(drop=True)
+    frame = _frame(loaded, catalogue)
+    return frame.assign(busy=util[frame.index] >= BUSY_PCT)
+
+
+def _ape(measured: pd.Series, predicted: np.ndarray) -> np.ndarray:
+    return 100 * np.abs(predicted - measured.to_numpy()) / measured.to_numpy()
+
+
+def _prior_scores(frame: pd.DataFrame, u: np.ndarray) -> tuple[float, float]:
+    """Median APE of the prior's power and coverage of its interval, at utilisation ``u``."""
+    (kind,) = frame["kind"].unique()
+    predicted = power.power_w(power.shape_for(kind), u, frame["tdp_w"])
+    low, high = power.prior_interval(kind, u, frame["tdp_w"])
+    covered = (frame["power_w"] >= low) & (frame["power_w"] <= high)
+    return float(np.median(_ape(frame["power_w"], predicted))), float(covered.mean())
+
+
+def _held_out_line(name: str, frame: pd.DataFrame) -> str:
+    oracle = _prior_scores(frame, frame["u"].to_numpy())
+    roofline = _prior_scores(frame, np.ones(len(frame)))
+    return (
+        f"    {name:<26}{len(frame):>6}{frame['u'].median():>8.2f}{frame['power_w'].median():>8.1f}"
+        f"{oracle[0]:>12.1f}%{oracle[1]:>7.2f}{roofline[0]:>11.1f}%{roofline[1]:>7.2f}"
+    )
+
+
+def held_out(frame: pd.DataFrame) -> list[str]:
+    """(a) The physics prior alone on a GPU whose power it never saw."""
+    kind = frame["kind"].iloc[0]
+    prior, (low, high) = power.PHYSICS_PRIOR[kind], power.PRIOR_INTERVAL[kind]
+    large = frame["flops"] >= LARGE_FLOPS
+    subsets = {
+        "large (flops >= 2^38)": frame[large],
+        "  large, busy at sample": frame[large & frame["busy"]],
+        "  large, idle at sample": frame[large & ~frame["busy"]],
+        "all rows with power": frame,
+    }
+    return [
+        f"(a) held out, {kind} prior: static {prior.static_fraction:.2f} "
+        f"[{low.static_fraction:.2f}, {high.static_fraction:.2f}], exponent {prior.exponent:.2f} "
+        f"[{high.exponent:.2f}, {low.exponent:.2f}]",
+        f"    {'rows':<26}{'n':>6}{'u':>8}{'P (W)':>8}{'oracle-u APE':>13}{'cover':>7}"
+        f"{'u=1 APE':>12}{'cover':>7}",
+        *(_held_out_line(name, subset) for name, subset in subsets.items()),
+    ]
+
+
+def _fit_line(name: str, frame: pd.DataFrame) -> str:
+    """Shape fitted on all of ``frame``; median APE of shapes fitted without each (m,n,k) shape."""
+    predicted = np.empty(len(frame))
+    for train, test in GroupKFold(FOLDS).split(frame, groups=frame["shape"]):
+        part = frame.iloc[train]
+        shape = power.fit_shape(part["u"], part["power_w"], part["tdp_w"])
+        predicted[test] = power.power_w(shape, frame["u"].iloc[test], frame["tdp_w"].iloc[test])
+    ape = _ape(frame["power_w"], predicted)
+    large = (frame["flops"] >= LARGE_FLOPS).to_numpy()
+    whole = power.fit_shape(frame["u"], frame["power_w"], frame["tdp_w"])
+    return (
+        f"    {name} ({len(frame)}): fitted static {whole.static_fraction:.3f}, exponent "
+        f"{whole.exponent:.2f}; median APE on left-out shapes {np.median(ape):.1f}% "
+        f"(large {np.median(ape[large]):.1f}%)"
+    )
+
+
+def in_sample(frame: pd.DataFrame) -> list[str]:
+    """(b) The shape fitted on the device's own power, scored on (m,n,k) shapes left out."""
+    return [
+        f"(b) in sample: shape fitted on RTX 4070 power, {FOLDS} folds grouped by (m,n,k) shape",
+        _fit_line("all rows with power", frame),
+        _fit_line("busy at sample", frame[frame["busy"]]),
+    ]
+
+
+def local_cpu(catalogue: Catalogue) -> list[str]:
+    """(c) The shipped CPU sweep, if it measured power on a device with a TDP."""
+    loaded = sources.load("local-gemm", local_gemm.SHIPPED)
+    spec = DeviceSpec.model_validate(loaded.extra_devices[0])
+    catalogue.register(spec, persist=False)
+    frame = _frame(loaded, catalogue)
+    head = f"(c) local CPU sweep ({spec.id}): {len(frame)} of {len(loaded.rows)} rows have power_w"
+    if frame.empty or spec.tdp_w is None:
+        return [f"{head}; TDP on its spec sheet: {spec.tdp_w}. No power figure."]
+    oracle, roofline = _prior_scores(frame, frame["u"].to_numpy()), _prior_scores(frame, np.ones(len(frame)))
+    return [
+        f"{head}; cpu prior median APE {oracle[0]:.1f}% (coverage {oracle[1]:.2f}), "
+        f"u=1 {roofline[0]:.1f}% ({roofline[1]:.2f})"
+    ]
+
+
+def describe(frame: pd.DataFrame) -> list[str]:
+    """What the power column holds: the sample's board state, idle or busy."""
+    idle, busy = frame.loc[~frame["busy"], "power_w"], frame.loc[frame["busy"], "power_w"]
+    return [
+        f"GPPerf RTX 4070 (TDP {frame['tdp_w'].iloc[0]:.0f} W): {len(frame)} rows with power; sample saw "
+        f"the GPU idle in {len(idle)} (median {idle.median():.1f} W), busy (gpu_util_pct >= {BUSY_PCT}) "
+        f"in {len(busy)} (median {busy.median():.1f} W)"
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--datasets", type=Path, default=os.environ.get("PREFLIGHT_DATASETS"))
+    args = parser.parse_args()
+    path = sources.default_path("gpperf", args.datasets)
+    if path is None:
+        raise SystemExit("gpperf: file not found; set PREFLIGHT_DATASETS or pass --datasets")
+    start = time.perf_counter()
+    catalogue = Catalogue.load()
+    frame = _gpperf(path, catalogue)
+    for line in [*describe(frame), *held_out(frame), *in_sample(frame), *local_cpu(catalogue)]:
+        print(line, flush=True)
+    print(f"took {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
