@@ -4,13 +4,28 @@ folder the test gives)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from preflight.data.sources import local_gemm
+from preflight.data.sources import PUBLIC, local_gemm
 
 from tests.nas import write_hw_nas_bench, write_local_curves
+
+SAMPLE_GPUS = ("Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
+
+
+def write_model_traces(folder: Path) -> Path:
+    """BERT-large traces (inference, and training where traced) of three GPUs from the shipped extract."""
+    root = folder / "neusight"
+    for gpu in SAMPLE_GPUS:
+        (root / "traces" / gpu).mkdir(parents=True, exist_ok=True)
+        for trace in (PUBLIC / "neusight" / "traces" / gpu).glob("bert_large-*"):
+            shutil.copy(trace, root / "traces" / gpu / trace.name)
+    shutil.copytree(PUBLIC / "neusight" / "device_configs", root / "device_configs", dirs_exist_ok=True)
+    return root
+
 
 #: task -> (folder -> {source: file}); files in the sources' published layouts.
 SAMPLE_SOURCES: dict[str, Callable[[Path], dict[str, Path]]] = {
@@ -18,6 +33,7 @@ SAMPLE_SOURCES: dict[str, Callable[[Path], dict[str, Path]]] = {
     "nas-accuracy": lambda folder: {"hw-nas-bench-360": write_hw_nas_bench(folder)},
     "nas-latency": lambda folder: {"hw-nas-bench-360": write_hw_nas_bench(folder)},
     "nas-curve": lambda folder: {"local-curves": write_local_curves(folder / "local_curves.csv")},
+    "model-latency": lambda folder: {"neusight-traces": write_model_traces(folder)},
 }
 
 

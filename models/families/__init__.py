@@ -19,6 +19,7 @@ from preflight.data.errors import UsageError
 from preflight.features import Features
 from preflight.models.families.curve import ExtrapolationFamily, LastValueFamily
 from preflight.models.families.gnn import GnnFamily
+from preflight.models.families.kernel_sum import KernelSumFamily
 from preflight.models.families.linear import LinearFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.tree import TreeFamily
@@ -47,6 +48,7 @@ FAMILIES: dict[str, type[Family]] = {
     "gnn": GnnFamily,
     "extrapolation": ExtrapolationFamily,
     "last-value": LastValueFamily,
+    "kernel-sum": KernelSumFamily,
 }
 
 

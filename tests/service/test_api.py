@@ -17,6 +17,7 @@ def test_health_and_readiness(client):
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["loaded"] == [
         "gemm",
+        "model-latency",
         "nas-accuracy",
         "nas-curve",
         "nas-latency",
@@ -45,7 +46,7 @@ def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path)
 
 def test_tasks_list_schema_targets_and_champion(client):
     tasks = {t["name"]: t for t in client.get("/v1/tasks").json()}
-    assert set(tasks) == {"gemm", "nas-accuracy", "nas-latency", "nas-curve"}
+    assert set(tasks) == {"gemm", "model-latency", "nas-accuracy", "nas-latency", "nas-curve"}
     gemm = tasks["gemm"]
     assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == {
         "unit": "ms",
@@ -78,7 +79,10 @@ def test_predicts_an_unmeasured_device_from_its_spec_sheet_with_intervals(client
 def test_measured_device_in_range_is_not_flagged(client):
     item = {"m": 512, "n": 512, "k": 512, "dtype": "fp32", "device": "amd-epyc-1-threads"}
     prediction = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
-    assert prediction["ood"] is False and prediction["warnings"] == []
+    assert prediction["ood"] is False
+    # the sweep's host has no TDP on its sheet: no power estimate, said so, and nothing else
+    assert prediction["power_w"]["value"] is None
+    assert all(w.startswith(("no power_w estimate", "no energy_j estimate")) for w in prediction["warnings"])
 
 
 @pytest.mark.parametrize(
@@ -118,6 +122,7 @@ def test_unknown_device_and_task_get_404_listing_known_names(client):
     response = client.post("/v1/fpga-magic/predict", json={"items": []})
     assert response.status_code == 404 and response.json()["known"] == [
         "gemm",
+        "model-latency",
         "nas-accuracy",
         "nas-curve",
         "nas-latency",

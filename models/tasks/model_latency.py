@@ -1,0 +1,26 @@
+"""Whole-model latency (transformers, inference and training) on GPUs, as the sum of kernel estimates."""
+
+from preflight.data import sources
+from preflight.data.model_latency import ModelLatencyItem
+from preflight.data.sources import neusight_traces
+from preflight.features import model_latency as model_latency_features
+from preflight.models.targets import Target
+from preflight.models.task import Task, register
+
+sources.register(neusight_traces.SOURCE, neusight_traces.load, "gemm/neusight", sources.PUBLIC / "neusight")
+
+MODEL_LATENCY = register(
+    Task(
+        name="model-latency",
+        item=ModelLatencyItem,
+        targets={"latency_ms": Target("ms", description="end to end; training = forward + backward")},
+        sources=(neusight_traces.SOURCE,),
+        featurize=model_latency_features.tabular,
+        groups={"device": ("device_id",), "model": ("model",), "model-device": ("model", "device_id")},
+        group_key="device",
+        families=("kernel-sum", "roofline"),
+        default_family="kernel-sum",
+        baseline="roofline",
+        metric="mape",
+    )
+)
