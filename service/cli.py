@@ -13,6 +13,11 @@ from preflight.data.errors import DataError, PreflightError, UsageError
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from preflight.data.catalogue import Catalogue, DeviceSpec
+    from preflight.models.task import Task
+    from preflight.models.whatif import Interval, WhatIf
+    from preflight.service.schemas import Workload
+
     # TyperGroup.invoke takes the vendored click Context (typer.Context is a subclass of it), which
     # typer does not re-export publicly.
     from typer._click import Context as ClickContext
@@ -202,6 +207,126 @@ def _read_items(task, path: Path) -> list:
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
         raise DataError(f"--input {path}: {exc.error_count()} invalid fields ({errors})") from exc
+
+
+@app.command()
+def whatif(
+    workload: Annotated[
+        Path, typer.Option("--workload", help='JSON {"task": ..., "items": [...]}: items without a device')
+    ],
+    devices: Annotated[
+        str, typer.Option(help="all (every GPU and accelerator in the catalogue) or ID,ID,...")
+    ] = "all",
+    price: Annotated[
+        list[str] | None, typer.Option(help="ID=USD_PER_HOUR, repeatable: gives the cost per million runs")
+    ] = None,
+    coverage: float = 0.9,
+    chart: Annotated[Path | None, typer.Option(help="write a bar chart of time per run (PNG)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False,
+) -> None:
+    """Rank devices for one workload by time per run, with energy and cost, each with its interval."""
+    from preflight.models import tracking
+    from preflight.models import whatif as what_if
+    from preflight.models.task import get_task
+    from preflight.service.schemas import WhatIfResponse
+
+    settings, catalogue = _setup()
+    work = _read_workload(workload)
+    task = get_task(work.task)
+    candidates, prices = _whatif_devices(task, catalogue, devices, price or [])
+    predictor, info = tracking.load_champion(settings, task.name)
+    result = what_if.compare(task, predictor, catalogue, work.items, candidates, prices, coverage)
+    if chart is not None:
+        _write_chart(result, chart)
+    if json_out:
+        typer.echo(WhatIfResponse.of(result, info).model_dump_json(indent=2))
+    else:
+        _print_ranking(result)
+
+
+def _read_workload(path: Path) -> Workload:
+    """The workload file as the HTTP API's ``workload``; a file that is not one is a usage error."""
+    from preflight.service.schemas import Workload
+    from pydantic import ValidationError
+
+    try:
+        return Workload.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise UsageError(f"--workload {path}: {exc}") from exc
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
+        raise UsageError(f"--workload {path}: not a workload ({errors})") from exc
+
+
+def _whatif_devices(
+    task: Task, catalogue: Catalogue, devices: str, prices: list[str]
+) -> tuple[list[DeviceSpec], dict[str, float]]:
+    """``--devices`` and ``--price`` resolved against the catalogue; a name it does not know is a usage
+    error of the option (exit 2), with the close matches."""
+    from preflight.data.errors import UnknownDevice
+    from preflight.models import whatif as what_if
+
+    names = None if devices.strip() == "all" else [d.strip() for d in devices.split(",") if d.strip()]
+    try:
+        candidates = what_if.candidates(task, catalogue, names)
+        return candidates, what_if.prices_by_device(catalogue, candidates, _prices(prices))
+    except UnknownDevice as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _prices(options: list[str]) -> dict[str, float]:
+    """``ID=USD_PER_HOUR`` options as a mapping (checked by ``whatif.prices_by_device``)."""
+    prices = {}
+    for option in options:
+        name, _, usd = option.rpartition("=")
+        try:
+            prices[name.strip()] = float(usd)
+        except ValueError:
+            raise UsageError(f"--price {option!r}: expected ID=USD_PER_HOUR") from None
+    return prices
+
+
+def _write_chart(result: WhatIf, path: Path) -> None:
+    """The time-per-run chart as a PNG, drawn off-screen."""
+    from preflight.models.plots import whatif_times
+
+    whatif_times(result).savefig(path, dpi=150)
+    typer.echo(f"chart: {path}", err=True)
+
+
+def _print_ranking(result: WhatIf) -> None:
+    """The ranking as a table on stdout (intervals of energy and the warnings are in ``--json``)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{result.task}: {result.items} items per run, ranked by time", box=box.SIMPLE_HEAD)
+    table.add_column("#", justify="right")
+    table.add_column("device")
+    for column in ("ms/run", f"{result.coverage:.0%} interval", "runs/s", "J/run", "USD/1M runs", "OOD"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for d in result.devices:
+        table.add_row(
+            str(d.rank.time), d.name, _number(d.time_ms.value), _bounds(d.time_ms), _number(d.runs_per_s),
+            _number(d.energy_j.value if d.energy_j else None), _number(d.cost_per_million_runs_usd),
+            "yes" if d.ood else "",
+        )  # fmt: skip
+    console = Console()
+    console.print(table)
+    for skipped in result.skipped:
+        console.print(f"skipped {skipped.device}: {skipped.reason}", highlight=False)
+
+
+def _bounds(estimate: Interval) -> str:
+    """``low–high``; an unbounded side as infinity."""
+    return f"{_number(estimate.low, '-∞')}–{_number(estimate.high, '∞')}"
+
+
+def _number(value: float | None, missing: str = "-") -> str:
+    """Three significant digits, whole numbers from 1,000 up."""
+    if value is None:
+        return missing
+    return f"{value:,.0f}" if abs(value) >= 1e3 else f"{value:.3g}"
 
 
 @collect_app.command("gemm")

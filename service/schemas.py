@@ -1,11 +1,14 @@
 """Request and response schemas, by role; item models come from each Task."""
 
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.task import Task
+from preflight.models.tracking import ModelInfo
+from preflight.models.whatif import WhatIf
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 MAX_ITEMS = 10_000
@@ -127,3 +130,72 @@ class EarlyStopResponse(BaseModel):
     rule: str = Field(RULE, description="the decision rule")
     ood: bool
     warnings: list[str]
+
+
+class Workload(BaseModel):
+    """One workload: a task's items without a device; one run is every item once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="a task whose items run on a device, e.g. gemm")
+    items: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_ITEMS, description="the task's items, without `device`"
+    )
+
+
+USDPerHour = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class WhatIfRequest(BaseModel):
+    """A workload, the devices to compare it on, and what each costs per hour."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload: Workload
+    devices: Literal["all"] | Annotated[list[str], Field(min_length=1)] = Field(
+        "all", description="`all`: every GPU and accelerator in the catalogue; or device names"
+    )
+    prices: dict[str, USDPerHour] = Field(
+        default_factory=dict, description="USD per hour by device name; gives the cost per million runs"
+    )
+    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+
+
+class WhatIfRanks(BaseModel):
+    time: int
+    energy: int | None
+    cost: int | None
+
+
+class WhatIfDevice(BaseModel):
+    device: str
+    name: str
+    time_ms: Estimate = Field(description="time per run")
+    runs_per_s: float
+    energy_j: Estimate | None = Field(description="energy per run; null when not estimated")
+    energy_estimated: bool
+    price_usd_per_hour: float | None
+    cost_per_million_runs_usd: float | None
+    ood: bool
+    warnings: list[str]
+    rank: WhatIfRanks = Field(description="1 is best (least) by each criterion; null without a value")
+
+
+class SkippedDevice(BaseModel):
+    device: str
+    reason: str
+
+
+class WhatIfResponse(BaseModel):
+    task: str
+    model: ModelInfoPublic
+    time_target: str
+    energy_target: str | None
+    items: int = Field(description="items per run")
+    coverage: float
+    devices: list[WhatIfDevice] = Field(description="ranked by time per run, fastest first")
+    skipped: list[SkippedDevice] = Field(description="candidates the model cannot answer for, and why")
+
+    @classmethod
+    def of(cls, result: WhatIf, info: ModelInfo) -> Self:
+        return cls(model=ModelInfoPublic(**vars(info)), **asdict(result))
