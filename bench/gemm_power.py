@@ -41,7 +41,7 @@ BUSY_PCT = 50
 FOLDS = 5
 
 
-def _frame(loaded: Loaded, catalogue: Catalogue) -> pd.DataFrame:
+def _frame(loaded: Loaded, catalogue: Catalogue, power_w: pd.Series) -> pd.DataFrame:
     """Rows with power: utilisation from the roofline, TDP and device kind from the spec sheet."""
     rows = loaded.rows
     features = tabular(rows, catalogue)
@@ -51,19 +51,19 @@ def _frame(loaded: Loaded, catalogue: Catalogue) -> pd.DataFrame:
             "kind": [catalogue.resolve(d).kind for d in rows["device"]],
             "flops": 2 * rows["m"] * rows["n"] * rows["k"],
             "u": power.utilisation(features.reference["runtime_ms"], rows["runtime_ms"]),
-            "tdp_w": features.X["tdp_w"],
-            "power_w": rows["power_w"],
+            "tdp_w": features.reference["power_w"],  # the reference scale of power is the TDP
+            "power_w": power_w,
         }
     )
     return frame[frame["power_w"].notna()]
 
 
 def _gpperf(path: Path, catalogue: Catalogue) -> pd.DataFrame:
-    loaded = sources.load("gpperf", path)
-    util = pd.read_csv(path, usecols=["gpu_util_pct"])["gpu_util_pct"]
-    util = util.drop(index=loaded.rejects["row"]).reset_index(drop=True)
-    frame = _frame(loaded, catalogue)
-    return frame.assign(busy=util[frame.index] >= BUSY_PCT)
+    loaded = sources.load("gpperf", path)  # leaves the published power out: it is read raw here
+    raw = pd.read_csv(path, usecols=["gpu_util_pct", "power_w"]).drop(index=loaded.rejects["row"])
+    raw = raw.reset_index(drop=True)
+    frame = _frame(loaded, catalogue, pd.to_numeric(raw["power_w"], errors="coerce"))
+    return frame.assign(busy=raw["gpu_util_pct"][frame.index] >= BUSY_PCT)
 
 
 def _ape(measured: pd.Series, predicted: np.ndarray) -> np.ndarray:
@@ -140,7 +140,7 @@ def local_cpu(catalogue: Catalogue) -> list[str]:
     loaded = sources.load("local-gemm", local_gemm.SHIPPED)
     spec = DeviceSpec.model_validate(loaded.extra_devices[0])
     catalogue.register(spec, persist=False)
-    frame = _frame(loaded, catalogue)
+    frame = _frame(loaded, catalogue, loaded.rows["power_w"])
     head = f"(c) local CPU sweep ({spec.id}): {len(frame)} of {len(loaded.rows)} rows have power_w"
     if frame.empty or spec.tdp_w is None:
         return [f"{head}; TDP on its spec sheet: {spec.tdp_w}. No power figure."]

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.data.gemm import BYTES_PER_ELEMENT, MAX_DIM, Dtype
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CONFIGS_DIR = Path(__file__).with_name("public") / "model_configs"
 MAX_RANK = 8
@@ -141,11 +141,11 @@ class ModelLatencyItem(BaseModel):
             raise ValueError("give exactly one of model (a config name or dict) and ops (an operator list)")
         if isinstance(self.model, str) and self.model not in known_configs():
             raise ValueError(f"unknown model {self.model!r}; known: {', '.join(sorted(known_configs()))}")
-        if self.model is not None:
-            try:
-                self.operators()
-            except DataError as exc:
-                raise ValueError(str(exc)) from exc
+        try:
+            if (kernels(self.operators(), self.mode, self.dtype)["kind"] == "launch").all():
+                raise ValueError("the operators run no kernel (only shape and launch operations)")
+        except (DataError, ValidationError) as exc:
+            raise ValueError(str(exc)) from exc
         return self
 
     def config(self) -> dict[str, Any] | None:
@@ -272,9 +272,12 @@ def _op(op: str, inputs: list[Shape], output: Shape) -> OperatorSpec:
 
 def _repeat(ops: list[OperatorSpec], times: int) -> list[OperatorSpec]:
     """The operators of a block run ``times`` times (none for zero)."""
-    if times < 0:
-        raise ValueError(f"negative layer count {times}")
-    return [spec.model_copy(update={"count": spec.count * times}) for spec in ops] if times else []
+    if not isinstance(times, int) or isinstance(times, bool) or times < 0:
+        raise ValueError(f"layer count {times!r} is not a non-negative integer")
+    repeated = (
+        OperatorSpec.model_validate(spec.model_dump() | {"count": spec.count * times}) for spec in ops
+    )
+    return list(repeated) if times else []
 
 
 def _head_dim(hidden: int, heads: int) -> int:
@@ -603,7 +606,7 @@ def config_ops(config: dict[str, Any], batch: int, seq: int) -> list[OperatorSpe
     """The forward operators of an HF-style config at this batch and sequence length; per-layer operators
     carry ``count`` = the number of layers."""
     model_type = config.get("model_type")
-    if model_type not in _BUILDERS:
+    if not isinstance(model_type, str) or model_type not in _BUILDERS:
         raise DataError(f"model_type {model_type!r} is not supported; supported: {', '.join(_BUILDERS)}")
     try:
         return _BUILDERS[model_type](config, batch, seq)

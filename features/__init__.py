@@ -102,10 +102,15 @@ class Parts:
     owner: np.ndarray
 
     def take(self, rows: np.ndarray) -> Parts:
-        position = np.full(int(max(self.owner.max(initial=-1), rows.max(initial=-1))) + 1, -1)
-        position[rows] = np.arange(len(rows))
-        order = np.concatenate([np.flatnonzero(self.owner == r) for r in rows] + [np.zeros(0, np.int64)])
-        return Parts(self.frame.iloc[order].reset_index(drop=True), position[self.owner[order]])
+        """The parts of ``rows`` (by position, repeats allowed), owned by their new positions."""
+        rows = np.asarray(rows, dtype=np.int64)
+        by_owner = np.argsort(self.owner, kind="stable")
+        start = np.searchsorted(self.owner[by_owner], rows, side="left")
+        count = np.searchsorted(self.owner[by_owner], rows, side="right") - start
+        new_owner = np.repeat(np.arange(len(rows)), count)
+        offset = np.arange(len(new_owner)) - np.repeat(np.cumsum(count) - count, count)
+        order = by_owner[np.repeat(start, count) + offset]
+        return Parts(self.frame.iloc[order].reset_index(drop=True), new_owner)
 
     @staticmethod
     def concat(parts: list[Parts], sizes: list[int]) -> Parts:

@@ -76,6 +76,7 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
     specs = device.resolve(table["device"].to_numpy(), catalogue)
     spec = device.spec_columns(specs)
     peak = np.array([s.peak(Dtype(d))[0] for s, d in zip(specs, table["dtype"])]) * 1e12
+    gemm_peak = np.array([s.gemm_peak(Dtype(d))[0] for s, d in zip(specs, table["dtype"])]) * 1e12
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9
     traffic = table["bytes_moved"].to_numpy(dtype=float)
     roofline = np.maximum(table["flops"].to_numpy(dtype=float) / peak, traffic / bandwidth) * 1e3
@@ -88,7 +89,9 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
                 np.maximum(table["elements"].to_numpy(dtype=float), 1) / spec["compute_units"]
             ),
             "traffic_over_llc_log2": np.log2(np.maximum(traffic, 1) / (spec["llc_mb"] * 2**20)),
-            "ridge_log2": np.log2(peak / bandwidth),
+            "ridge_log2": np.log2(
+                gemm_peak / bandwidth
+            ),  # the device's balance, as the GEMM features have it
         }
     )
     for column in GEMM_COLUMNS:

@@ -23,6 +23,7 @@ from preflight.data.sources import (
     local_gemm,
     nas_bench_graph,
     neusight,
+    neusight_traces,
     uci_sgemm,
 )
 from preflight.data.tables import Loaded
@@ -51,6 +52,7 @@ LOADERS: dict[str, Source] = {
     "neusight": Source(
         neusight.load, "gemm/neusight/gemm_train.csv", PUBLIC / "neusight" / "gemm_train.csv.gz"
     ),
+    "neusight-traces": Source(neusight_traces.load, "gemm/neusight", PUBLIC / "neusight"),
     "local-gemm": Source(local_gemm.load, shipped=local_gemm.SHIPPED),
     "local-curves": Source(local_curves.load, shipped=local_curves.SHIPPED),
     "help-nb201": Source(help_latency.load_nb201, "nas/help_nb201_latency.csv"),

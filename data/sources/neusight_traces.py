@@ -311,12 +311,16 @@ def device_specs(path: Path) -> list[DeviceSpec]:
     """Spec sheets (``device_configs/<GPU_DIR>.json``) of the GPUs that have traces.
 
     Sheets without a ``traces/<GPU_DIR>`` folder are left out: NeuSight's ``*_TP`` sheet describes a
-    tensor-parallel group (memory, bandwidth and peak summed), not one device.
+    tensor-parallel group (memory, bandwidth and peak summed), not one device. An unreadable sheet is
+    left out too: its traces are rejected by ``load`` with that reason.
     """
     path = Path(path)
     specs = []
     for gpu_dir in sorted(p.name for p in (path / "traces").glob("*") if p.is_dir()):
-        config = _device_config(path, gpu_dir)
+        try:
+            config = _device_config(path, gpu_dir)
+        except DataError:
+            continue
         if config is None:
             continue
         try:

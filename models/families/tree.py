@@ -9,6 +9,7 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
+from preflight.data.errors import ModelStateError
 from preflight.features import Features
 from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
 
@@ -74,12 +75,20 @@ class TreeFamily:
         for name, rows, encoding, z in encoded(self.targets, Y, features.reference, self.relative):
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
             data = lgb.Dataset(features.X[rows], z, weight=weight, free_raw_data=True)
-            params = self._lgb_params(int(rows.sum()), features.monotone.get(name, {}))
+            # physics' directions hold for the ratio to the reference, not for the bare target
+            monotone = features.monotone.get(name, {}) if encoding.relative else {}
+            params = self._lgb_params(int(rows.sum()), monotone)
             self.boosters_[name] = lgb.train(params, data, self.n_estimators)
             self.encodings_[name] = encoding
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
+        if missing := [c for c in self.columns_ if c not in features.X]:
+            named = ", ".join(missing[:5]) + ("..." if len(missing) > 5 else "")
+            raise ModelStateError(
+                f"this model was trained on features this version no longer computes ({named}): "
+                "retrain it (`preflight train TASK`)"
+            )
         matrix = features.X[self.columns_].to_numpy(dtype=float)  # numpy skips LightGBM's pandas checks
         out = {
             name: self.encodings_[name].decode(

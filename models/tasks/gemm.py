@@ -27,31 +27,40 @@ POWER_WARNING = (
 )
 
 
-def physical_power(features: Features, estimates: Estimates) -> None:
-    """Power and energy from the runtime estimate: utilisation = roofline / runtime, its interval from
-    the runtime's, power within the prior's range of shapes; energy = power × runtime."""
-    roofline, tdp = features.reference["runtime_ms"].to_numpy(), features.reference["power_w"].to_numpy()
-    kinds = features.meta["device_kind"].astype(str).to_numpy()
-    runtime = {side: getattr(estimates, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")}
-    watts = {side: np.full(len(kinds), np.nan) for side in runtime}
+def _watts(
+    kinds: np.ndarray, roofline: np.ndarray, runtime: np.ndarray, tdp: np.ndarray, bound: str
+) -> np.ndarray:
+    """Power at a runtime (utilisation = roofline / runtime): the prior's shape for ``value``, its
+    lowest- or highest-power shape for ``low`` / ``high``; NaN without a TDP or a prior for the kind."""
+    out = np.full(len(kinds), np.nan)
     for kind in np.unique(kinds):
         rows = (kinds == kind) & np.isfinite(tdp)
         if kind not in power.PHYSICS_PRIOR or not rows.any():
             continue
-        shape = power.shape_for(kind)
-        watts["value"][rows] = power.power_w(
-            shape, power.utilisation(roofline[rows], runtime["value"][rows]), tdp[rows]
-        )
-        watts["low"][rows] = power.prior_interval(
-            kind, power.utilisation(roofline[rows], runtime["high"][rows]), tdp[rows]
-        )[0]
-        watts["high"][rows] = power.prior_interval(
-            kind, power.utilisation(roofline[rows], runtime["low"][rows]), tdp[rows]
-        )[1]
-    for side, frame in (("value", estimates.value), ("low", estimates.low), ("high", estimates.high)):
-        frame["power_w"] = watts[side]
-        frame["energy_j"] = power.energy_j(watts[side], runtime[side])
-    estimates.notes = [[POWER_WARNING] if np.isfinite(watt) else [] for watt in watts["value"]]
+        utilisation = power.utilisation(roofline[rows], runtime[rows])
+        if bound == "value":
+            out[rows] = power.power_w(power.shape_for(kind), utilisation, tdp[rows])
+        else:
+            out[rows] = power.prior_interval(kind, utilisation, tdp[rows])[0 if bound == "low" else 1]
+    return out
+
+
+def physical_power(features: Features, estimates: Estimates) -> None:
+    """Power and energy from the runtime estimate and its interval. Power falls as runtime rises (the
+    utilisation falls), so its low bound takes the high runtime; energy = runtime × power rises with
+    runtime for every shape of the prior (exponent ≤ 1), so each energy bound takes its own side's."""
+    roofline, tdp = features.reference["runtime_ms"].to_numpy(), features.reference["power_w"].to_numpy()
+    kinds = features.meta["device_kind"].astype(str).to_numpy()
+    value, low, high = (
+        getattr(estimates, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")
+    )
+    watts = _watts(kinds, roofline, value, tdp, "value")
+    estimates.value["power_w"], estimates.value["energy_j"] = watts, power.energy_j(watts, value)
+    estimates.low["power_w"] = _watts(kinds, roofline, high, tdp, "low")
+    estimates.high["power_w"] = _watts(kinds, roofline, low, tdp, "high")
+    estimates.low["energy_j"] = power.energy_j(_watts(kinds, roofline, low, tdp, "low"), low)
+    estimates.high["energy_j"] = power.energy_j(_watts(kinds, roofline, high, tdp, "high"), high)
+    estimates.notes = [[POWER_WARNING] if np.isfinite(watt) else [] for watt in watts]
 
 
 GEMM = register(

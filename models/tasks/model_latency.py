@@ -1,13 +1,10 @@
 """Whole-model latency (transformers, inference and training) on GPUs, as the sum of kernel estimates."""
 
-from preflight.data import sources
 from preflight.data.model_latency import ModelLatencyItem
 from preflight.data.sources import neusight_traces
 from preflight.features import model_latency as model_latency_features
 from preflight.models.targets import Target
 from preflight.models.task import Task, register
-
-sources.register(neusight_traces.SOURCE, neusight_traces.load, "gemm/neusight", sources.PUBLIC / "neusight")
 
 MODEL_LATENCY = register(
     Task(

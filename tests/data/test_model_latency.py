@@ -178,7 +178,7 @@ def test_config_ops_for_opt_gpt_neo_and_switch():
         ({k: v for k, v in TINY_GPT2.items() if k != "n_layer"}, "gpt2 config lacks 'n_layer'"),
         (TINY_GPT2 | {"n_head": 5}, "does not split into 5 heads"),
         (TINY_GPT2 | {"activation_function": "swiglu"}, "activation 'swiglu' is not supported"),
-        (TINY_GPT2 | {"n_layer": -1}, "negative layer count"),
+        (TINY_GPT2 | {"n_layer": -1}, "not a non-negative integer"),
         (TINY_BERT | {"architectures": ["BertForQuestionAnswering"]}, "BertForQuestionAnswering"),
     ],
 )

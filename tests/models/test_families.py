@@ -2,10 +2,12 @@
 deterministic, state round-trips, outputs are sane, and the whole predictor (calibration, envelope)
 saves and loads."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
-from preflight.data.errors import UsageError
+from preflight.data.errors import ModelStateError, UsageError
 from preflight.data.settings import Settings
 from preflight.models import artifacts
 from preflight.models.datasets import task_data
@@ -104,3 +106,10 @@ def test_targets_missing_on_some_rows_train_on_the_rest(data):
 def test_unknown_family_is_refused():
     with pytest.raises(UsageError, match="known families"):
         make_family("crystal-ball", GEMM.targets)
+
+
+def test_a_tree_trained_on_features_no_longer_computed_asks_to_be_retrained(data):
+    features, Y = data
+    family = make_family("tree", GEMM.targets).fit(features, Y)
+    with pytest.raises(ModelStateError, match="retrain"):
+        family.predict(replace(features, X=features.X.drop(columns=features.X.columns[0])))

@@ -103,6 +103,17 @@ def test_route_answers_a_config_and_an_operator_list_and_names_bad_fields(home):
         assert both.status_code == 422
         unknown = client.post("/v1/model-latency/predict", json={"items": [{**items[0], "model": "gpt-9"}]})
         assert unknown.status_code == 422 and "gpt2_large" in unknown.text  # lists the known configs
+        config = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "vocab_size": 100, "n_positions": 64}
+        for model, says in (
+            ({"model_type": ["gpt2"]}, "not supported"),
+            (config | {"n_layer": 10**20}, "count"),
+            (config | {"n_layer": 2.5}, "layer count"),
+        ):
+            refused = client.post("/v1/model-latency/predict", json={"items": [{**items[0], "model": model}]})
+            assert refused.status_code == 422 and says in refused.text, refused.text
+        shape_only = {"op": "view", "input_shapes": [[8, 512]], "output_shape": [4096]}
+        idle = client.post("/v1/model-latency/predict", json={"items": [{**items[2], "ops": [shape_only]}]})
+        assert idle.status_code == 422 and "no kernel" in idle.text
 
 
 def test_evaluate_on_a_test_folder_with_a_gpu_the_catalogue_lacks(tmp_path, monkeypatch):
