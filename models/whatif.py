@@ -60,7 +60,7 @@ class DeviceEstimate:
     energy_j: Interval | None
     energy_estimated: bool
     price_usd_per_hour: float | None
-    cost_per_million_runs_usd: float | None
+    cost_per_million_runs_usd: Interval | None
     ood: bool
     warnings: list[str]
     rank: Ranks
@@ -243,9 +243,9 @@ def _ranks(values: list[float | None]) -> list[int | None]:
 
 def _ranked(runs: list[_Run], prices: Mapping[str, float]) -> list[DeviceEstimate]:
     runs = sorted(runs, key=lambda run: run.time_ms.value)
-    costs = [_cost(prices.get(run.spec.id), run.time_ms.value) for run in runs]
+    costs = [_cost(prices.get(run.spec.id), run.time_ms) for run in runs]
     energy_ranks = _ranks([run.energy_j.value if run.energy_j else None for run in runs])
-    cost_ranks = _ranks(costs)
+    cost_ranks = _ranks([cost.value if cost else None for cost in costs])
     return [
         DeviceEstimate(
             device=run.spec.id,
@@ -264,6 +264,14 @@ def _ranked(runs: list[_Run], prices: Mapping[str, float]) -> list[DeviceEstimat
     ]
 
 
-def _cost(price_usd_per_hour: float | None, time_ms: float) -> float | None:
-    """USD per million runs at a price per hour of the device."""
-    return None if price_usd_per_hour is None else price_usd_per_hour * time_ms / 1e3 / 3600 * 1e6
+def _cost(price_usd_per_hour: float | None, time_ms: Interval) -> Interval | None:
+    """USD per million runs at a price per hour of the device: linear in the time, so its interval is
+    the time's, scaled."""
+    if price_usd_per_hour is None:
+        return None
+    per_ms = price_usd_per_hour / 1e3 / 3600 * 1e6
+
+    def scaled(ms: float | None) -> float | None:
+        return None if ms is None else per_ms * ms
+
+    return Interval(per_ms * time_ms.value, scaled(time_ms.low), scaled(time_ms.high))

@@ -306,10 +306,10 @@ def _print_ranking(result: WhatIf) -> None:
     for column in ("ms/run", f"{result.coverage:.0%} interval", "runs/s", "J/run", "USD/1M runs", "OOD"):
         table.add_column(column, justify="right", no_wrap=True)
     for d in result.devices:
+        energy, cost = (e.value if e else None for e in (d.energy_j, d.cost_per_million_runs_usd))
         table.add_row(
             str(d.rank.time), d.name, _number(d.time_ms.value), _bounds(d.time_ms), _number(d.runs_per_s),
-            _number(d.energy_j.value if d.energy_j else None), _number(d.cost_per_million_runs_usd),
-            "yes" if d.ood else "",
+            _number(energy), _number(cost), "yes" if d.ood else "",
         )  # fmt: skip
     console = Console()
     console.print(table)

@@ -175,7 +175,7 @@ class WhatIfDevice(BaseModel):
     energy_j: Estimate | None = Field(description="energy per run; null when not estimated")
     energy_estimated: bool
     price_usd_per_hour: float | None
-    cost_per_million_runs_usd: float | None
+    cost_per_million_runs_usd: Estimate | None = Field(description="with its interval; null without a price")
     ood: bool
     warnings: list[str]
     rank: WhatIfRanks = Field(description="1 is best (least) by each criterion; null without a value")

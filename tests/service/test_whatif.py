@@ -60,8 +60,9 @@ def test_energy_and_cost_per_run_with_their_ranks(client):
     assert h100["energy_estimated"] is True
     assert h100["energy_j"] == pytest.approx(summed(client, "nvidia-h100-sxm5-80gb", "energy_j", 0.8))
     assert h100["price_usd_per_hour"] == 3.5
+    usd_per_ms = 3.5 / 1e3 / 3600 * 1e6
     assert h100["cost_per_million_runs_usd"] == pytest.approx(
-        3.5 * h100["time_ms"]["value"] / 1e3 / 3600 * 1e6
+        {k: usd_per_ms * v for k, v in h100["time_ms"].items()}
     )
     p100 = devices["nvidia-tesla-p100-pcie-16gb"]
     assert sorted([h100["rank"]["cost"], p100["rank"]["cost"]]) == [1, 2]
