@@ -129,8 +129,10 @@ class ModelLatencyItem(BaseModel):
         None, description="a known config's name (see known_configs) or an inline HF-style config"
     )
     ops: list[OperatorSpec] | None = Field(None, min_length=1, description="explicit operators instead")
-    batch: int = Field(gt=0, le=MAX_DIM)
-    seq: int = Field(gt=0, le=MAX_DIM)
+    batch: int | None = Field(
+        None, gt=0, le=MAX_DIM, description="batch size (a model needs it; ops carry shapes)"
+    )
+    seq: int | None = Field(None, gt=0, le=MAX_DIM, description="sequence length (a model needs it)")
     mode: Mode = "inf"
     dtype: Dtype = Dtype.fp32
     device: str = Field(min_length=1, description="any name the device catalogue resolves")
@@ -139,6 +141,8 @@ class ModelLatencyItem(BaseModel):
     def _one_model(self) -> ModelLatencyItem:
         if (self.model is None) == (self.ops is None):
             raise ValueError("give exactly one of model (a config name or dict) and ops (an operator list)")
+        if self.model is not None and (self.batch is None or self.seq is None):
+            raise ValueError("a model needs batch and seq")
         if isinstance(self.model, str) and self.model not in known_configs():
             raise ValueError(f"unknown model {self.model!r}; known: {', '.join(sorted(known_configs()))}")
         try:
@@ -155,7 +159,10 @@ class ModelLatencyItem(BaseModel):
     def operators(self) -> list[OperatorSpec]:
         """The forward operators: as given, or synthesised from the config."""
         config = self.config()
-        return list(self.ops or []) if config is None else config_ops(config, self.batch, self.seq)
+        if config is None:
+            return list(self.ops or [])
+        assert self.batch is not None and self.seq is not None  # checked by validation
+        return config_ops(config, self.batch, self.seq)
 
 
 @cache

@@ -88,7 +88,7 @@ def test_route_answers_a_config_and_an_operator_list_and_names_bad_fields(home):
         items = [
             {"model": "gpt2_large", "batch": 4, "seq": 1024, "mode": "inf", "device": "Tesla T4"},
             {"model": "bert_large", "batch": 2, "seq": 512, "mode": "train", "device": "H100"},
-            {"ops": [LINEAR], "batch": 8, "seq": 512, "device": "NVIDIA A100 80GB PCIe"},
+            {"ops": [LINEAR], "device": "NVIDIA A100 80GB PCIe"},  # shapes say it all: no batch or seq
         ]  # fmt: skip
         response = client.post("/v1/model-latency/predict", json={"items": items, "coverage": 0.6})
         assert response.status_code == 200, response.text
@@ -101,6 +101,10 @@ def test_route_answers_a_config_and_an_operator_list_and_names_bad_fields(home):
             "/v1/model-latency/predict", json={"items": [{**items[0], "ops": items[2]["ops"]}]}
         )
         assert both.status_code == 422
+        no_seq = client.post(
+            "/v1/model-latency/predict", json={"items": [{k: v for k, v in items[0].items() if k != "seq"}]}
+        )
+        assert no_seq.status_code == 422 and "batch and seq" in no_seq.text
         unknown = client.post("/v1/model-latency/predict", json={"items": [{**items[0], "model": "gpt-9"}]})
         assert unknown.status_code == 422 and "gpt2_large" in unknown.text  # lists the known configs
         config = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "vocab_size": 100, "n_positions": 64}
