@@ -154,7 +154,8 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "device_id": [s.id for s in specs],
             "model": [m if isinstance(m, str) else "custom" for m in model.fillna("ops")],
             "mode": rows["mode"].astype(str).to_numpy(),
-            "stratum": rows["mode"].astype(str).to_numpy(),
+            # calibration stratum: one operator errs differently from the sum over a whole model
+            "stratum": np.where(np.bincount(parts.owner, minlength=len(rows)) == 1, "operator", "model"),
         }
     )
     return Features(X=X, reference=pd.DataFrame({"latency_ms": total}), meta=meta, parts=parts)

@@ -53,6 +53,11 @@ LOADERS: dict[str, Source] = {
         neusight.load, "gemm/neusight/gemm_train.csv", PUBLIC / "neusight" / "gemm_train.csv.gz"
     ),
     "neusight-traces": Source(neusight_traces.load, "gemm/neusight", PUBLIC / "neusight"),
+    "neusight-elementwise": Source(
+        neusight.load_elementwise,
+        "gemm/neusight/elementwise_train.csv",
+        PUBLIC / "neusight" / "elementwise_train.csv.gz",
+    ),
     "local-gemm": Source(local_gemm.load, shipped=local_gemm.SHIPPED),
     "local-curves": Source(local_curves.load, shipped=local_curves.SHIPPED),
     "help-nb201": Source(help_latency.load_nb201, "nas/help_nb201_latency.csv"),

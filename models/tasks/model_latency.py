@@ -11,7 +11,7 @@ MODEL_LATENCY = register(
         name="model-latency",
         item=ModelLatencyItem,
         targets={"latency_ms": Target("ms", description="end to end; training = forward + backward")},
-        sources=(neusight_traces.SOURCE,),
+        sources=(neusight_traces.SOURCE, "neusight-elementwise"),
         featurize=model_latency_features.tabular,
         groups={"device": ("device_id",), "model": ("model",), "model-device": ("model", "device_id")},
         group_key="device",
