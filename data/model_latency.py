@@ -158,11 +158,15 @@ class ModelLatencyItem(BaseModel):
 
     def operators(self) -> list[OperatorSpec]:
         """The forward operators: as given, or synthesised from the config."""
-        config = self.config()
-        if config is None:
+        if self.model is None:
             return list(self.ops or [])
         assert self.batch is not None and self.seq is not None  # checked by validation
-        return config_ops(config, self.batch, self.seq)
+        return model_operators(self.model, self.batch, self.seq)
+
+
+def model_operators(model: str | dict[str, Any], batch: int, seq: int) -> list[OperatorSpec]:
+    """The forward operators of a known config (by name) or an inline one, at this batch and length."""
+    return config_ops(known_configs()[model] if isinstance(model, str) else model, batch, seq)
 
 
 @cache

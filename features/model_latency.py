@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.gemm import Dtype
-from preflight.data.model_latency import ModelLatencyItem, OperatorSpec, kernels
+from preflight.data.model_latency import OperatorSpec, kernels, model_operators
 from preflight.features import Features, Parts, device
 from preflight.features import gemm as gemm_features
 
@@ -38,15 +38,13 @@ _OP_FIELDS = ("op", "input_shapes", "output_shape", "count")
 
 
 def _operators(row: dict[str, Any]) -> tuple[list[OperatorSpec], np.ndarray, np.ndarray]:
-    """The row's operators and, for a traced row, each one's measured forward and backward time."""
+    """The row's operators and, for a traced row, each one's measured forward and backward time. Rows
+    are validated items or loaded traces: a config is expanded without validating the item again."""
     ops = row.get("ops")
     if isinstance(ops, str):
         ops = json.loads(ops)
     if ops is None or (isinstance(ops, float) and np.isnan(ops)):
-        item = ModelLatencyItem.model_validate(
-            {k: row[k] for k in ("model", "batch", "seq", "mode", "dtype", "device")}
-        )
-        specs = item.operators()
+        specs = model_operators(row["model"], int(row["batch"]), int(row["seq"]))
         return specs, np.full(len(specs), np.nan), np.full(len(specs), np.nan)
     specs = [OperatorSpec.model_validate({k: op[k] for k in _OP_FIELDS if k in op}) for op in ops]
     measured = {
@@ -61,12 +59,12 @@ def _kernel_table(rows: pd.DataFrame) -> pd.DataFrame:
     tables = []
     for owner, row in enumerate(rows.to_dict("records")):
         specs, forward, backward = _operators(row)
-        table = kernels(specs, row.get("mode", "inf"), Dtype(row.get("dtype") or "fp32"))
+        dtype = Dtype(row.get("dtype") or "fp32")
+        table = kernels(specs, row.get("mode", "inf"), dtype)
         table = table[table["kind"] != "launch"].copy()
         op = table["op_index"].to_numpy(dtype=int)
         table["observed"] = np.where(table["pass"] == "fw", forward[op], backward[op])
-        table["owner"], table["device"] = owner, row["device"]
-        table["dtype"] = row.get("dtype") or "fp32"
+        table["owner"], table["device"], table["dtype"] = owner, row["device"], dtype.value
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
 
@@ -128,15 +126,10 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     table = _kernel_table(rows)
     X_kernels, roofline = _kernel_features(table, catalogue)
     parts = _parts(table, X_kernels, roofline)
-    weight = parts.frame[PART_COUNT].to_numpy()
-    total = np.bincount(
-        parts.owner, weights=weight * parts.frame[PART_REFERENCE].to_numpy(), minlength=len(rows)
-    )
-    gemm = np.bincount(
-        parts.owner,
-        weights=weight * parts.frame[PART_REFERENCE].to_numpy() * (parts.frame["kind"].to_numpy() == 0),
-        minlength=len(rows),
-    )
+    part_roofline = parts.frame[PART_COUNT].to_numpy() * parts.frame[PART_REFERENCE].to_numpy()
+    total = np.bincount(parts.owner, weights=part_roofline, minlength=len(rows))
+    is_gemm = parts.frame["kind"].to_numpy() == KIND_CODES["gemm"]
+    gemm = np.bincount(parts.owner, weights=part_roofline * is_gemm, minlength=len(rows))
     specs = device.resolve(rows["device"].to_numpy(), catalogue)
     train = (rows["mode"] == "train").to_numpy(dtype=float)
     X = pd.DataFrame(

@@ -35,6 +35,13 @@ def catalogue() -> Catalogue:
     return Catalogue.load()
 
 
+def write(folder: Path, name: str, lines: list[str]) -> Path:
+    """A text file of these lines (a CSV: header first) in ``folder``."""
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def shared_file(relative: str) -> Path:
     """A public dataset file, or skip the test saying why."""
     path = SHARED_DATASETS / relative

@@ -25,9 +25,9 @@ GEMM_OPS = ("bmm", "linear")
 def load(path: Path) -> Loaded:
     raw = read_csv(path, GEMM_REQUIRED, "neusight")
     op = raw["OPName"].astype(str).str.lower()
-    n = len(raw)
+    batch, n = numeric(raw, "B"), len(raw)
     rows = gemm_frame(
-        b=numeric(raw, "B"),
+        b=batch,
         m=raw["M"],
         n=raw["N"],
         k=raw["K"],
@@ -42,7 +42,7 @@ def load(path: Path) -> Loaded:
     checks = RowChecks(n)
     checks.reject(~op.isin(GEMM_OPS), f"OPName not one of {'/'.join(GEMM_OPS)}")
     checks.reject(raw["Device"].isna(), "Device missing")
-    checks.reject((op == "linear") & (numeric(raw, "B") != 1), "linear with B other than 1")
+    checks.reject((op == "linear") & (batch != 1), "linear with B other than 1")
     check_gemm(rows, checks)
     return checks.finish("neusight", rows, file_sha256(path), path)
 

@@ -3,16 +3,12 @@ from preflight.data import sources
 from preflight.data.errors import DataError
 from preflight.data.store import TableStore
 
+from tests.conftest import write
+
 GPPERF_HEADER = (
     "m,n,k,kernel,layout,block_m,block_n,block_k,stages,alpha,beta,runtime_ms,power_w,energy_j,gpu_name"
 )
 DEEPBENCH_HEADER = "device,precision,M,N,K,a_trans,b_trans,time_ms,throughput,throughput_unit"
-
-
-def write(tmp_path, name, lines):
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_gpperf_leaves_power_out_and_rejects_bad_rows(tmp_path):

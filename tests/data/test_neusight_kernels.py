@@ -6,6 +6,8 @@ from preflight.data import sources
 from preflight.features import model_latency as features_of
 from preflight.models.task import get_task
 
+from tests.conftest import write
+
 HEADER = "OPName,Latency,Device,Kernel Name,B,H"
 ROWS = [
     "add,0.30,Tesla P100-PCIE-16GB,vectorized_elementwise_kernel,1024,4096",
@@ -19,9 +21,7 @@ ROWS = [
 
 
 def test_elementwise_kernels_become_one_operator_items(tmp_path, catalogue):
-    path = tmp_path / "elementwise.csv"
-    path.write_text("\n".join([HEADER, *ROWS]) + "\n")
-    loaded = sources.load("neusight-elementwise", path)
+    loaded = sources.load("neusight-elementwise", write(tmp_path, "elementwise.csv", [HEADER, *ROWS]))
     assert loaded.reject_counts() == {
         "OPName not one of add, addu, mul, mulu, div, divu, pow, powu, gelu, relu, tanh, ln, softmax": 1,
         "B not a positive integer": 1,
@@ -50,9 +50,7 @@ GEMM_ROWS = [
 
 
 def test_neusight_gemms_keep_the_batch_and_drop_what_a_profiler_saw(tmp_path, catalogue):
-    path = tmp_path / "gemm.csv"
-    path.write_text("\n".join([GEMM_HEADER, *GEMM_ROWS]) + "\n")
-    loaded = sources.load("neusight", path)
+    loaded = sources.load("neusight", write(tmp_path, "gemm.csv", [GEMM_HEADER, *GEMM_ROWS]))
     assert loaded.reject_counts() == {
         "OPName not one of bmm/linear": 1,
         "linear with B other than 1": 1,
