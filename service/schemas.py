@@ -4,12 +4,13 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
+from preflight.data.interference import KINDS, InterferenceItem, check_neighbours
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
 from preflight.models.whatif import WhatIf
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 MAX_ITEMS = 10_000
 
@@ -199,3 +200,56 @@ class WhatIfResponse(BaseModel):
     @classmethod
     def of(cls, result: WhatIf, info: ModelInfo) -> Self:
         return cls(model=ModelInfoPublic(**vars(info)), **asdict(result))
+
+
+class CandidateHost(BaseModel):
+    """A host the workload could go to, with what already runs there."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    residents: dict[str, float] = Field(
+        default_factory=dict,
+        description="kind -> how many run there now; kinds: " + ", ".join(KINDS),
+        examples=[{"cpu": 2}],
+    )
+
+    @field_validator("residents")
+    @classmethod
+    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
+        return check_neighbours(value)
+
+
+class PlaceRequest(BaseModel):
+    """A workload (no neighbours of its own) and the hosts to rank for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload: InterferenceItem
+    hosts: list[CandidateHost] = Field(min_length=1, max_length=MAX_ITEMS)
+    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+
+    @model_validator(mode="after")
+    def _one_host_each(self) -> Self:
+        if self.workload.neighbours:
+            raise ValueError("workload.neighbours must be empty: a host's residents are its neighbours")
+        names = [host.name for host in self.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError("host names must be distinct")
+        return self
+
+
+class PlacedHost(BaseModel):
+    host: str
+    residents: dict[str, float]
+    norm_perf: Estimate = Field(description="performance there over performance alone, with its interval")
+    rank: int | None = Field(description="1 is the least slowed; null without an estimate")
+    ood: bool
+    warnings: list[str]
+
+
+class PlaceResponse(BaseModel):
+    model: ModelInfoPublic
+    best: str | None = Field(description="the host where the workload is predicted least slowed")
+    coverage: float
+    hosts: list[PlacedHost] = Field(description="least slowed first")

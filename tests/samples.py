@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from preflight.data.sources import PUBLIC, local_gemm
 
+from tests.interference import write_marla
 from tests.nas import write_hw_nas_bench, write_local_curves
 
 SAMPLE_GPUS = ("Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
@@ -34,6 +35,8 @@ SAMPLE_SOURCES: dict[str, Callable[[Path], dict[str, Path]]] = {
     "nas-latency": lambda folder: {"hw-nas-bench-360": write_hw_nas_bench(folder)},
     "nas-curve": lambda folder: {"local-curves": write_local_curves(folder / "local_curves.csv")},
     "model-latency": lambda folder: {"neusight-traces": write_model_traces(folder)},
+    "interference": lambda folder: {"marla": write_marla(folder)},
+    "interference-trace": lambda folder: {"marla": write_marla(folder)},
 }
 
 

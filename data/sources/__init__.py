@@ -13,6 +13,7 @@ from pathlib import Path
 
 from preflight.data.errors import DataError
 from preflight.data.sources import (
+    cloudprophet,
     deepbench,
     ec_nas,
     gpperf,
@@ -21,6 +22,8 @@ from preflight.data.sources import (
     lcdb,
     local_curves,
     local_gemm,
+    local_interference,
+    marla,
     nas_bench_graph,
     neusight,
     neusight_traces,
@@ -65,6 +68,9 @@ LOADERS: dict[str, Source] = {
     "hw-nas-bench-360": Source(hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
     "nas-bench-graph": Source(nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
     "ec-nas": Source(ec_nas.load, "nas/ec_nas_bench_energy.csv"),
+    "marla": Source(marla.load, marla.FILE),  # no licence: never shipped
+    "cloudprophet": Source(cloudprophet.load, cloudprophet.FILE),  # CC BY-SA: not shipped
+    "local-interference": Source(local_interference.load, shipped=local_interference.SHIPPED),
     "lcdb": Source(lcdb.load, "lcdb/database-accuracy.csv"),  # from the lcdb package (optional, large)
 }
 

@@ -1,0 +1,69 @@
+"""local-interference: slowdowns measured on this machine by ``preflight collect interference``
+(``data/collect/interference.py``).
+
+One line per measurement: a micro-workload (``compute``, ``memory``, ``cache``, ``io``) ran for a
+fixed time alone (``neighbours`` = ``alone``) or next to stressor processes (``cpu=2``,
+``l3=1,membw=1``); ``norm_perf`` is its work rate over the rate of its solo run in the same file.
+The workload's solo profile (``solo_*``) is taken from its solo runs in the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from preflight.data.interference import ALONE
+from preflight.data.sources._interference import check_interference, interference_frame
+from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
+
+SOURCE = "local-interference"
+#: The set collected on the project's own machine and shipped with preflight.
+SHIPPED = Path(__file__).resolve().parents[1] / "local" / "local_interference.csv"
+#: The layout the collector writes, in order; the loader needs every column.
+COLUMNS = [
+    "run",  # index in the seeded plan (a rerun skips the runs already in the file)
+    "seed",
+    "host",  # CPU model and logical cores of the machine measured
+    "workload",  # compute | memory | cache | io
+    "neighbours",  # canonical mix label: alone, cpu=2, l3=1,membw=1
+    "backend",  # own | stress-ng: which stressors ran
+    "seconds",  # wall time the workload ran
+    "ops",  # work units it completed
+    "ops_per_s",
+    "solo_ops_per_s",  # rate of this workload's solo run in the same file
+    "norm_perf",  # ops_per_s / solo_ops_per_s
+    "cpu_util",  # the workload's CPU time over wall time, in cores
+    "ctx_switches_per_s",
+    "ipc",  # from perf counters where the kernel allows; empty otherwise
+    "host_cpu_util",  # the whole machine's busy fraction, mean of per-second samples
+    "host_mem_bw_proxy",  # see the collector
+    "trace",  # JSON: per-second samples of the host's metrics during the run
+    "collected_at",
+]
+
+
+def load(path: Path) -> Loaded:
+    raw = read_csv(path, COLUMNS, SOURCE)
+    solo = raw[raw["neighbours"] == ALONE]
+    profile = solo.groupby("workload").agg(
+        solo_ops_per_s=("ops_per_s", "median"),
+        solo_cpu_util=("cpu_util", "median"),
+        solo_ipc=("ipc", "median"),
+    )
+    joined = raw.join(profile, on="workload", rsuffix="_profile")
+    rows = interference_frame(
+        workload=raw["workload"].astype(str),
+        host=raw["host"].astype(str),
+        session=raw["host"].astype(str),
+        neighbours=raw["neighbours"].astype(str),
+        norm_perf=numeric(raw, "norm_perf"),
+        solo={
+            "ops_per_s": joined["solo_ops_per_s_profile"],
+            "cpu_util": joined["solo_cpu_util"],
+            "ipc": pd.to_numeric(joined["solo_ipc"], errors="coerce"),
+        },
+    )
+    checks = RowChecks(len(rows))
+    check_interference(rows, checks)
+    checks.reject(numeric(raw, "seconds").fillna(0) <= 0, "no measured duration")
+    return checks.finish(SOURCE, rows, file_sha256(path), path)
