@@ -53,7 +53,10 @@ def neighbour_counts(labels: pd.Series) -> pd.DataFrame:
 
 
 def _number(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float) if column in rows else np.nan
+    """A column as floats (NaN where absent or not a number)."""
+    if column not in rows:
+        return np.full(len(rows), np.nan)
+    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
 
 
 def _meta(rows: pd.DataFrame) -> pd.DataFrame:

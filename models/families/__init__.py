@@ -22,6 +22,7 @@ from preflight.models.families.gnn import GnnFamily
 from preflight.models.families.kernel_sum import KernelSumFamily
 from preflight.models.families.linear import LinearFamily
 from preflight.models.families.roofline import RooflineFamily
+from preflight.models.families.transformer import TransformerFamily
 from preflight.models.families.tree import TreeFamily
 from preflight.models.targets import Target
 
@@ -49,6 +50,7 @@ FAMILIES: dict[str, type[Family]] = {
     "extrapolation": ExtrapolationFamily,
     "last-value": LastValueFamily,
     "kernel-sum": KernelSumFamily,
+    "transformer": TransformerFamily,
 }
 
 

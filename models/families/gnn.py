@@ -24,8 +24,9 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
-from preflight.features import CONTEXT_PREFIX, Features, Graphs
-from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
+from preflight.features import Features, Graphs
+from preflight.models.families._scaling import ContextScaler, TargetScaler
+from preflight.models.targets import Target
 
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
 RANK_TEMPERATURE = 0.1
@@ -171,50 +172,20 @@ class GnnFamily:
 
     def _build(self) -> None:
         self.net_ = _network(
-            self.in_channels_, len(self.context_columns_), len(self.encodings_), self.hidden_channels,
-            self.num_layers, self.head_hidden,
+            self.in_channels_, len(self.context_.columns), len(self.scaled_targets_.encodings),
+            self.hidden_channels, self.num_layers, self.head_hidden,
         )  # fmt: skip
-
-    def _context(self, X: pd.DataFrame) -> np.ndarray:
-        """The ``ctx_*`` columns standardized with the training scalers, missing values at 0."""
-        values = X.reindex(columns=self.context_columns_).to_numpy(dtype=float, na_value=np.nan)
-        return np.nan_to_num((values - self.context_center_) / self.context_scale_).astype(np.float32)
-
-    def _fit_context(self, X: pd.DataFrame) -> np.ndarray:
-        """Learns the context scalers and returns the standardized training context."""
-        self.context_columns_ = [c for c in X.columns if c.startswith(CONTEXT_PREFIX)]
-        table = X[self.context_columns_].astype(float)
-        self.context_center_ = table.mean().fillna(0.0).to_numpy(dtype=float)  # never given (all NaN): 0
-        spread = table.std(ddof=0).to_numpy(dtype=float)
-        self.context_scale_ = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
-        return self._context(X)
-
-    def _fit_targets(self, features: Features, Y: pd.DataFrame) -> np.ndarray:
-        """The targets learned (two rows at least), encoded and standardized; NaN where a row lacks one."""
-        self.encodings_: dict[str, Encoding] = {}
-        self.target_center_: list[float] = []
-        self.target_scale_: list[float] = []
-        columns = []
-        for name, rows, encoding, values in encoded(self.targets, Y, features.reference, relative=False):
-            z = np.full(len(Y), np.nan)
-            z[rows] = values
-            center, scale = float(values.mean()), float(values.std())
-            self.encodings_[name] = encoding
-            self.target_center_.append(center)
-            self.target_scale_.append(scale if scale > 0 else 1.0)
-            columns.append((z - center) / self.target_scale_[-1])
-        if not columns:
-            raise UsageError(f"no target among {list(Y.columns)} has two usable rows to learn from")
-        return np.stack(columns, axis=1).astype(np.float32)
 
     def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> GnnFamily:
         import torch
 
         graphs = _Packed(features.graphs)
         self.in_channels_ = int(graphs.x.shape[1])
-        Z = torch.from_numpy(self._fit_targets(features, Y))
-        context = torch.from_numpy(self._fit_context(features.X))
-        raw_context = features.X[self.context_columns_]
+        self.scaled_targets_, standardized = TargetScaler.fit(self.targets, features, Y)
+        Z = torch.from_numpy(standardized)
+        self.context_ = ContextScaler.fit(features.X)
+        context = torch.from_numpy(self.context_.transform(features.X))
+        raw_context = features.X[self.context_.columns]
         setting = torch.from_numpy(pd.factorize(pd.util.hash_pandas_object(raw_context, index=False))[0])
         weight = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight)
         weights = torch.tensor(weight, dtype=torch.float32)
@@ -244,20 +215,11 @@ class GnnFamily:
         import torch
 
         graphs = _Packed(features.graphs)
-        context = torch.from_numpy(self._context(features.X))
+        context = torch.from_numpy(self.context_.transform(features.X))
         chunks = np.array_split(np.arange(len(context)), range(PREDICT_ROWS, len(context), PREDICT_ROWS))
         with torch.inference_mode():
-            z = (
-                torch.cat([_forward(self.net_, graphs, rows, context) for rows in chunks])
-                .numpy()
-                .astype(float)
-            )
-        z = z * np.asarray(self.target_scale_) + np.asarray(self.target_center_)
-        out = {
-            t: encoding.decode(z[:, j], features.reference[t])
-            for j, (t, encoding) in enumerate(self.encodings_.items())
-        }
-        return pd.DataFrame(out, index=features.X.index)
+            z = torch.cat([_forward(self.net_, graphs, rows, context) for rows in chunks]).numpy()
+        return self.scaled_targets_.decode(z, features)
 
     def save(self, directory: Path) -> None:
         import torch
@@ -267,12 +229,8 @@ class GnnFamily:
         state = {
             "params": self.get_params(),
             "in_channels": self.in_channels_,
-            "encodings": {t: e.state() for t, e in self.encodings_.items()},
-            "target_center": self.target_center_,
-            "target_scale": self.target_scale_,
-            "context_columns": self.context_columns_,
-            "context_center": self.context_center_.tolist(),
-            "context_scale": self.context_scale_.tolist(),
+            **self.scaled_targets_.state(),
+            **self.context_.state(),
         }
         (directory / "gnn.json").write_text(json.dumps(state, indent=2))
 
@@ -281,15 +239,12 @@ class GnnFamily:
         import torch
 
         state = json.loads((directory / "gnn.json").read_text())
-        encodings = encodings_from_state(state)
+        scaled_targets = TargetScaler.from_state(state)
         renamed = {"hidden": "hidden_channels", "layers": "num_layers"}  # before issue 11
         params = {renamed.get(k, k): v for k, v in state["params"].items()}
-        family = cls(targets={t: e.target for t, e in encodings.items()}, **params)
-        family.encodings_, family.in_channels_ = encodings, state.get("in_channels", LEGACY_IN_CHANNELS)
-        family.target_center_, family.target_scale_ = state["target_center"], state["target_scale"]
-        family.context_columns_ = state["context_columns"]
-        family.context_center_ = np.array(state["context_center"])
-        family.context_scale_ = np.array(state["context_scale"])
+        family = cls(targets=scaled_targets.targets, **params)
+        family.scaled_targets_, family.context_ = scaled_targets, ContextScaler.from_state(state)
+        family.in_channels_ = state.get("in_channels", LEGACY_IN_CHANNELS)
         family._build()
         family.net_.load_state_dict(torch.load(directory / "gnn.pt", weights_only=True))
         return family

@@ -40,7 +40,10 @@ def samples(catalogue, tmp_path_factory):
 
 
 #: Small settings for the slow families, so the contract test stays fast.
-FAST = {"gnn": {"epochs": 10, "hidden_channels": 16, "head_hidden": 32}}
+FAST = {
+    "gnn": {"epochs": 10, "hidden_channels": 16, "head_hidden": 32},
+    "transformer": {"epochs": 10, "d_model": 16},
+}
 CASES = [(task.name, name) for task in all_tasks() for name in sorted({*task.families, task.baseline})]
 
 

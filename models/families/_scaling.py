@@ -1,0 +1,101 @@
+"""What the neural families (``gnn``, ``transformer``) share: standardized context columns and targets
+encoded on their declared scale and standardized, each saved under the same keys of the family's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from preflight.data.errors import UsageError
+from preflight.features import CONTEXT_PREFIX, Features
+from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
+
+
+@dataclass
+class ContextScaler:
+    """The ``ctx_*`` columns of ``X`` with their training mean and spread."""
+
+    columns: list[str]
+    center: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, X: pd.DataFrame) -> ContextScaler:
+        columns = [c for c in X.columns if c.startswith(CONTEXT_PREFIX)]
+        table = X[columns].astype(float)
+        spread = table.std(ddof=0).to_numpy(dtype=float)
+        return cls(
+            columns,
+            table.mean().fillna(0.0).to_numpy(dtype=float),  # never given (all NaN): 0
+            np.where(np.isfinite(spread) & (spread > 0), spread, 1.0),
+        )
+
+    def transform(self, X: pd.DataFrame) -> np.ndarray:
+        """The context standardized, missing values at 0."""
+        values = X.reindex(columns=self.columns).to_numpy(dtype=float, na_value=np.nan)
+        return np.nan_to_num((values - self.center) / self.scale).astype(np.float32)
+
+    def state(self) -> dict:
+        return {
+            "context_columns": self.columns,
+            "context_center": self.center.tolist(),
+            "context_scale": self.scale.tolist(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> ContextScaler:
+        return cls(
+            state["context_columns"], np.array(state["context_center"]), np.array(state["context_scale"])
+        )
+
+
+@dataclass
+class TargetScaler:
+    """Each learned target's encoding and the mean and spread of its encoded training values."""
+
+    encodings: dict[str, Encoding]
+    center: list[float]
+    scale: list[float]
+
+    @property
+    def targets(self) -> dict[str, Target]:
+        return {t: e.target for t, e in self.encodings.items()}
+
+    @classmethod
+    def fit(
+        cls, targets: dict[str, Target], features: Features, Y: pd.DataFrame
+    ) -> tuple[TargetScaler, np.ndarray]:
+        """The scaler and the standardized targets (two usable rows at least; NaN where a row lacks one)."""
+        scaler, columns = cls({}, [], []), []
+        for name, rows, encoding, values in encoded(targets, Y, features.reference, relative=False):
+            z = np.full(len(Y), np.nan)
+            z[rows] = values
+            center, scale = float(values.mean()), float(values.std())
+            scaler.encodings[name] = encoding
+            scaler.center.append(center)
+            scaler.scale.append(scale if scale > 0 else 1.0)
+            columns.append((z - center) / scaler.scale[-1])
+        if not columns:
+            raise UsageError(f"no target among {list(Y.columns)} has two usable rows to learn from")
+        return scaler, np.stack(columns, axis=1).astype(np.float32)
+
+    def decode(self, z: np.ndarray, features: Features) -> pd.DataFrame:
+        """Standardized network outputs ``z[rows, targets]`` as estimates per target."""
+        z = z.astype(float) * np.asarray(self.scale) + np.asarray(self.center)
+        out = {
+            t: encoding.decode(z[:, j], features.reference[t])
+            for j, (t, encoding) in enumerate(self.encodings.items())
+        }
+        return pd.DataFrame(out, index=features.X.index)
+
+    def state(self) -> dict:
+        return {
+            "encodings": {t: e.state() for t, e in self.encodings.items()},
+            "target_center": self.center,
+            "target_scale": self.scale,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> TargetScaler:
+        return cls(encodings_from_state(state), state["target_center"], state["target_scale"])
