@@ -367,6 +367,27 @@ def collect_curves(
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
 
 
+@collect_app.command("interference")
+def collect_interference(
+    out: Annotated[Path | None, typer.Option(help="CSV to append to")] = None,
+    seconds: Annotated[float, typer.Option(help="wall time of each run")] = 3.0,
+    seed: int = 0,
+    max_minutes: Annotated[float, typer.Option(help="stop after the run in progress past this")] = 10.0,
+    backend: Annotated[str, typer.Option(help="own or stress-ng (on PATH)")] = "own",
+    workloads: Annotated[str, typer.Option(help="comma-separated")] = "compute,memory,cache,io",
+) -> None:
+    """Micro-workloads alone and beside CPU, memory-bandwidth, LLC and disk stressors (resumable)."""
+    from preflight.data.collect.interference import collect_interference as run
+
+    settings, _ = _setup()
+    target = out or settings.home / "collect" / "local_interference.csv"
+    chosen = [name.strip() for name in workloads.split(",") if name.strip()]
+    summary = run(
+        target, seconds=seconds, seed=seed, max_minutes=max_minutes, backend=backend, workloads=chosen
+    )
+    typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
+
+
 @data_app.command("list")
 def data_list() -> None:
     """Every source, where its file is found, and what the table store holds of it."""

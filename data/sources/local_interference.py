@@ -3,15 +3,16 @@
 
 One line per measurement: a micro-workload (``compute``, ``memory``, ``cache``, ``io``) ran for a
 fixed time alone (``neighbours`` = ``alone``) or next to stressor processes (``cpu=2``,
-``l3=1,membw=1``); ``norm_perf`` is its work rate over the rate of its solo run in the same file.
-The workload's solo profile (``solo_*``) is taken from its solo runs in the file.
+``l3=1,membw=1``). The loader takes ``norm_perf`` as the work rate over the median rate of the
+workload's solo runs in the file (the collector's own column divides by the first solo run only,
+whose noise would pass to every row), and the solo profile (``solo_*``) from the same solo runs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 from preflight.data.interference import ALONE
 from preflight.data.sources._interference import check_interference, interference_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
@@ -44,26 +45,21 @@ COLUMNS = [
 
 def load(path: Path) -> Loaded:
     raw = read_csv(path, COLUMNS, SOURCE)
-    solo = raw[raw["neighbours"] == ALONE]
-    profile = solo.groupby("workload").agg(
-        solo_ops_per_s=("ops_per_s", "median"),
-        solo_cpu_util=("cpu_util", "median"),
-        solo_ipc=("ipc", "median"),
-    )
-    joined = raw.join(profile, on="workload", rsuffix="_profile")
+    rate = numeric(raw, "ops_per_s")
+    solo = raw.assign(rate=rate, cpu=numeric(raw, "cpu_util"), ipc=numeric(raw, "ipc"))[
+        raw["neighbours"] == ALONE
+    ]
+    profile = solo.groupby("workload")[["rate", "cpu", "ipc"]].median().reindex(raw["workload"])
     rows = interference_frame(
         workload=raw["workload"].astype(str),
         host=raw["host"].astype(str),
         session=raw["host"].astype(str),
         neighbours=raw["neighbours"].astype(str),
-        norm_perf=numeric(raw, "norm_perf"),
-        solo={
-            "ops_per_s": joined["solo_ops_per_s_profile"],
-            "cpu_util": joined["solo_cpu_util"],
-            "ipc": pd.to_numeric(joined["solo_ipc"], errors="coerce"),
-        },
+        norm_perf=rate / profile["rate"].to_numpy(),
+        solo={"ops_per_s": profile["rate"], "cpu_util": profile["cpu"], "ipc": profile["ipc"]},
     )
     checks = RowChecks(len(rows))
+    checks.reject(np.isnan(profile["rate"].to_numpy()), "its workload has no solo run in the file")
     check_interference(rows, checks)
     checks.reject(numeric(raw, "seconds").fillna(0) <= 0, "no measured duration")
     return checks.finish(SOURCE, rows, file_sha256(path), path)
