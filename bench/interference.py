@@ -1,7 +1,7 @@
 r"""Co-location interference figures for docs/BENCHMARKS.md (issue 13).
 
     PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/interference.py \
-        [--trace-families tree,transformer] [--skip-trace]
+        [--trace-families tree,transformer] [--transformer-epochs 20] [--skip-trace]
 
 Every estimate is out of fold, from predictors (calibration included) fitted without the row's
 neighbour mix (``Interference_Name``; MARLA's 24 names are 22 mixes, the three baselines one
@@ -102,6 +102,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--trace-families", default="tree,transformer")
     parser.add_argument("--skip-trace", action="store_true")
+    parser.add_argument(
+        "--transformer-epochs", type=int, default=20, help="fewer than the family's 40: 25 fits"
+    )
     args = parser.parse_args()
     settings, catalogue = Settings(), Catalogue.load()
     path = sources.default_path("marla", settings.datasets)
@@ -121,7 +124,8 @@ def main() -> None:
         report["trace"] = {}
         for family in args.trace_families.split(","):
             start = time.perf_counter()
-            trace_outcome = cross_validate(trace_task, rows, catalogue, family, "mix")
+            params = {"epochs": args.transformer_epochs} if family == "transformer" else None
+            trace_outcome = cross_validate(trace_task, rows, catalogue, family, "mix", params=params)
             report["trace"][family] = scores(trace_outcome) | {"seconds": time.perf_counter() - start}
             print(family, json.dumps(report["trace"][family]))
     local = sources.load("local-interference", sources.default_path("local-interference", None)).rows
