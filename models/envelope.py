@@ -27,7 +27,7 @@ class Envelope:
         out: list[list[str]] = [[] for _ in range(len(X))]
         for column, seen in self.seen_.items():
             values = meta[column].astype(str).to_numpy()
-            for i in np.flatnonzero(~np.isin(values, seen)).tolist():
+            for i in np.flatnonzero(~np.isin(values, seen) & (values != "")).tolist():  # "": not given
                 out[i].append(f"{column}={values[i]} has no measurements in the training data")
         low = np.array([self.low_.get(c, np.nan) for c in X.columns], dtype=float)
         high = np.array([self.high_.get(c, np.nan) for c in X.columns], dtype=float)
