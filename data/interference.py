@@ -39,11 +39,17 @@ SOLO_METRICS: dict[str, str] = {
     "ops_per_s": "work units per second alone",
 }
 
-#: The channels of a metric window, in order: Intel PCM's per-core IPC, L3 and L2 misses and C0/C1
-#: residency for cores 0-7, then the system's IPC, L3/L2 misses and memory read/write (GB per sample).
+#: The channels of a metric window, in order: Intel PCM's per-core IPC, L3 and L2 misses (millions
+#: per sample) and C0/C1 residency (%) for cores 0-7, then the system's IPC, L3/L2 misses and memory
+#: read/write (GB per sample); one sample per ``SAMPLE_SECONDS``, at most ``WINDOW_STEPS`` of them.
 CORE_METRICS = ("IPC", "L3MISS", "L2MISS", "C0res%", "C1res%")
 SYSTEM_METRICS = ("IPC", "L3MISS", "L2MISS", "READ", "WRITE")
 CORES = 8
+#: Metrics that count events or bytes per sample (the others are rates and residencies).
+COUNT_METRICS = ("L3MISS", "L2MISS", "READ", "WRITE")
+SAMPLE_SECONDS = 5.0
+#: Most recent samples a window holds: 3 minutes, the length of a MARLA run.
+WINDOW_STEPS = 36
 TRACE_CHANNELS: tuple[str, ...] = tuple(
     f"core{core}_{metric}" for core in range(CORES) for metric in CORE_METRICS
 ) + tuple(f"system_{metric}" for metric in SYSTEM_METRICS)
@@ -63,12 +69,17 @@ def parse_mix(label: str) -> dict[str, float]:
     """The neighbours a canonical mix label names (``mix_label``'s inverse)."""
     if label in ("", ALONE):
         return {}
-    pairs = (part.split("=", 1) for part in label.split(","))
-    return {kind: float(count) for kind, count in pairs}
+    counts = {}
+    for part in label.split(","):
+        kind, equals, count = part.partition("=")
+        if not equals:
+            raise ValueError(f"a mix label lists kind=count pairs, not {part!r}")
+        counts[kind] = float(count)
+    return counts
 
 
 def _count(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def check_neighbours(neighbours: Mapping[str, float]) -> dict[str, float]:
@@ -126,9 +137,9 @@ class TraceItem(BaseModel):
 
     window: list[list[float]] = Field(
         min_length=2,
-        max_length=720,
-        description=f"[time][channel], one sample per 5 s, {len(TRACE_CHANNELS)} channels in this order: "
-        + ", ".join(TRACE_CHANNELS),
+        max_length=WINDOW_STEPS,
+        description=f"[time][channel], oldest first, one sample per {SAMPLE_SECONDS:g} s, at most "
+        f"{WINDOW_STEPS}; {len(TRACE_CHANNELS)} channels in this order: " + ", ".join(TRACE_CHANNELS),
     )
     load_rps: float | None = Field(default=None, gt=0, le=1e7)
     replicas: int | None = Field(default=None, ge=1, le=1024)

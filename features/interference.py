@@ -16,13 +16,18 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
-from preflight.data.interference import KINDS, SOLO_METRICS, TRACE_CHANNELS, mix_label, parse_mix
+from preflight.data.interference import (
+    COUNT_METRICS,
+    KINDS,
+    SOLO_METRICS,
+    TRACE_CHANNELS,
+    mix_label,
+    parse_mix,
+)
 from preflight.features import Features, Sequences
 
 #: Channels that count events or bytes: log1p, as their values span decades.
-COUNT_CHANNELS = np.array(
-    [c.rsplit("_", 1)[1] in ("L3MISS", "L2MISS", "READ", "WRITE") for c in TRACE_CHANNELS]
-)
+COUNT_CHANNELS = np.array([c.rsplit("_", 1)[1] in COUNT_METRICS for c in TRACE_CHANNELS])
 META_COLUMNS = ("workload", "host", "session", "mix")
 
 
@@ -121,7 +126,11 @@ def trace(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     rows = rows.reset_index(drop=True)
     sequences = windows(rows["window"])
     context = pd.DataFrame(
-        {"ctx_load_rps": _number(rows, "load_rps"), "ctx_replicas": _number(rows, "replicas")}
+        {
+            "ctx_load_rps": _number(rows, "load_rps"),
+            "ctx_replicas": _number(rows, "replicas"),
+            "ctx_steps": sequences.mask.sum(axis=1).astype(float),  # a window shorter than seen is flagged
+        }
     )
     return Features(
         X=pd.concat([window_statistics(sequences), context], axis=1),

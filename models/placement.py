@@ -11,6 +11,7 @@ from preflight.data.interference import InterferenceItem
 from preflight.models.inference import predict_items
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
+from preflight.models.whatif import ranks
 
 
 @dataclass
@@ -38,16 +39,15 @@ def place(
         workload.model_copy(update={"host": name, "neighbours": dict(residents)}) for name, residents in hosts
     ]
     records = predict_items(task, predictor, catalogue, items, coverage).records()
-    order = sorted(range(len(records)), key=lambda i: -(records[i]["norm_perf"]["value"] or float("-inf")))
-    rank = {
-        i: position + 1 for position, i in enumerate(order) if records[i]["norm_perf"]["value"] is not None
-    }
+    values = [record["norm_perf"]["value"] for record in records]
+    rank = ranks([None if v is None else -v for v in values])  # the highest norm_perf first
+    order = sorted(range(len(records)), key=lambda i: (rank[i] is None, rank[i] or 0))
     return [
         Placed(
             host=hosts[i][0],
             residents=dict(hosts[i][1]),
             norm_perf=records[i]["norm_perf"],
-            rank=rank.get(i),
+            rank=rank[i],
             ood=records[i]["ood"],
             warnings=records[i]["warnings"],
         )

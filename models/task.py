@@ -34,9 +34,9 @@ class Task:
     ``machine_column`` the machine, when one machine has several settings (a GPU at several batch
     sizes), so that calibration holds them out together; ``stratum_column`` the calibration stratum
     (rows that err differently get their own scores); ``seen_columns`` further columns whose values
-    never seen in training are flagged out of distribution (an empty value, not given, is not). ``measured_devices``: a device the
-    catalogue does not know can be learned from its measurements alone (its spec-sheet features are
-    missing); otherwise an unknown device name is an error.
+    never seen in training are flagged out of distribution (an empty value, not given, is not).
+    ``measured_devices``: a device the catalogue does not know can be learned from its measurements
+    alone (its spec-sheet features are missing); otherwise an unknown device name is an error.
     """
 
     name: str

@@ -232,20 +232,20 @@ def _sum(values: list[float | None], scale: float) -> float | None:
     return scale * math.fsum(known) if len(known) == len(values) else None
 
 
-def _ranks(values: list[float | None]) -> list[int | None]:
+def ranks(values: list[float | None]) -> list[int | None]:
     """1-based rank of each value, least first (ties in the given order); None stays unranked."""
-    order = sorted((v, i) for i, v in enumerate(values) if v is not None)
-    ranks: list[int | None] = [None] * len(values)
+    order = sorted((v, i) for i, v in enumerate(values) if v is not None)  # also ranks placements
+    ranked: list[int | None] = [None] * len(values)
     for rank, (_, i) in enumerate(order, start=1):
-        ranks[i] = rank
-    return ranks
+        ranked[i] = rank
+    return ranked
 
 
 def _ranked(runs: list[_Run], prices: Mapping[str, float]) -> list[DeviceEstimate]:
     runs = sorted(runs, key=lambda run: run.time_ms.value)
     costs = [_cost(prices.get(run.spec.id), run.time_ms) for run in runs]
-    energy_ranks = _ranks([run.energy_j.value if run.energy_j else None for run in runs])
-    cost_ranks = _ranks([cost.value if cost else None for cost in costs])
+    energy_ranks = ranks([run.energy_j.value if run.energy_j else None for run in runs])
+    cost_ranks = ranks([cost.value if cost else None for cost in costs])
     return [
         DeviceEstimate(
             device=run.spec.id,

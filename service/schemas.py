@@ -231,8 +231,10 @@ class PlaceRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_host_each(self) -> Self:
-        if self.workload.neighbours:
+        if any(count > 0 for count in self.workload.neighbours.values()):
             raise ValueError("workload.neighbours must be empty: a host's residents are its neighbours")
+        if self.workload.host is not None:
+            raise ValueError("workload.host must be empty: each candidate host is named in hosts")
         names = [host.name for host in self.hosts]
         if len(set(names)) != len(names):
             raise ValueError("host names must be distinct")

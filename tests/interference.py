@@ -60,9 +60,11 @@ def _write_traces(folder: Path, test_id: str, counts: dict[str, int], rng: np.ra
     noise = lambda: rng.normal(1, 0.05, STEPS)  # noqa: E731
     core = {f"Core{c} (Socket 0) - {m}": base[m] * noise() for c in range(CORES) for m in CORE_METRICS}
     system = {f"System - {m}": base[m] * noise() for m in SYSTEM_METRICS}
-    pd.DataFrame({"System - Date": "2025-07-10", **core}).to_csv(
-        folder / f"pcm_core_{test_id}.csv", index=False
-    )
-    pd.DataFrame({"System - Date": "2025-07-10", **system}).to_csv(
-        folder / f"pcm_system_{test_id}.csv", index=False
-    )
+    stamps = {"System - Date": "2025-07-10", "System - Time": clock(STEPS, 5)}
+    pd.DataFrame({**stamps, **core}).to_csv(folder / f"pcm_core_{test_id}.csv", index=False)
+    pd.DataFrame({**stamps, **system}).to_csv(folder / f"pcm_system_{test_id}.csv", index=False)
+
+
+def clock(samples: int, every_seconds: int) -> list[str]:
+    """PCM's ``System - Time`` column: ``HH:MM:SS.mmm`` from 20:00:00."""
+    return [f"20:{t // 60:02d}:{t % 60:02d}.000" for t in range(0, samples * every_seconds, every_seconds)]

@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -264,7 +264,10 @@ def measure(run: Run, setup: Setup) -> Measured:
     stressors: list[subprocess.Popen[str]] = []
     children: list[subprocess.Popen[str]] = []
     try:
-        stressors += _start_stressors(run, setup)
+        for stressor in _start_stressors(
+            run, setup
+        ):  # one by one: a failed start leaves the others stoppable
+            stressors.append(stressor)
         children += [*stressors, _spawn("target", run.workload, setup)]
         target = children[-1]
         for child in children:
@@ -281,16 +284,19 @@ def measure(run: Run, setup: Setup) -> Measured:
             _stop(child)
 
 
-def _start_stressors(run: Run, setup: Setup) -> list[subprocess.Popen[str]]:
+def _start_stressors(run: Run, setup: Setup) -> Iterator[subprocess.Popen[str]]:
     if not run.mix:
-        return []
+        return
     if setup.backend == "own":
-        return [_spawn("stressor", kind, setup) for kind, n in run.mix for _ in range(n)]
+        for kind, n in run.mix:
+            for _ in range(n):
+                yield _spawn("stressor", kind, setup)
+        return
     command = ["stress-ng", "--quiet", "--temp-path", str(setup.scratch)]
-    command += ["--timeout", f"{math.ceil(setup.seconds + WARMUP_S + GRACE_S)}s"]
+    command += ["--timeout", f"{math.ceil(setup.seconds + WARMUP_S + GRACE_S + READY_TIMEOUT_S)}s"]
     for kind, n in run.mix:
         command += [f"--{STRESS_NG[kind]}", str(n)]
-    return [_popen(command, stdout=subprocess.DEVNULL)]
+    yield _popen(command, stdout=subprocess.DEVNULL)
 
 
 def _spawn(role: str, kind: str, setup: Setup) -> subprocess.Popen[str]:
@@ -352,6 +358,8 @@ def _stop(child: subprocess.Popen[str]) -> str:
             continue
     if child.poll() is None:
         child.wait()
+    with suppress(ProcessLookupError, PermissionError):  # workers that outlived their leader (stress-ng)
+        os.killpg(child.pid, signal.SIGKILL)
     errors = child.stderr.read() if child.stderr is not None and not child.stderr.closed else ""
     for pipe in (child.stdin, child.stdout, child.stderr):
         if pipe is not None and not pipe.closed:
@@ -471,12 +479,18 @@ def _stop_perf(perf: subprocess.Popen[str]) -> float | None:
 
 
 def _check_same_plan(out: Path, rows: list[dict[str, str]], setup: Setup) -> None:
-    """Refuse a file whose runs belong to another seed, run length or host: they do not compare."""
-    wanted = {"seed": str(setup.seed), "seconds": f"{setup.seconds:g}", "host": setup.host}
+    """Refuse a file whose runs belong to another seed, run length, host or backend: they do not compare."""
+    wanted = {
+        "seed": str(setup.seed),
+        "seconds": f"{setup.seconds:g}",
+        "host": setup.host,
+        "backend": setup.backend,
+    }
     held = {
         "seed": {row["seed"] for row in rows},
         "seconds": {_planned_s(row) for row in rows},
         "host": {row["host"] for row in rows},
+        "backend": {row["backend"] for row in rows},
     }
     for what, values in held.items():
         if values - {wanted[what]}:

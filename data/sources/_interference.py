@@ -45,7 +45,8 @@ def interference_frame(
 
 def check_interference(rows: pd.DataFrame, checks: RowChecks) -> None:
     """Reject rows without a positive ``norm_perf`` or whose mix names an unknown kind."""
-    checks.reject(~(rows["norm_perf"] > 0), "norm_perf missing or not positive")
+    norm_perf = rows["norm_perf"].to_numpy(dtype=float)
+    checks.reject(~(np.isfinite(norm_perf) & (norm_perf > 0)), "norm_perf missing, infinite or not positive")
     checks.reject(~rows["neighbours"].map(_valid_mix), "mix names an unknown kind or a bad count")
 
 

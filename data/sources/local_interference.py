@@ -41,10 +41,12 @@ COLUMNS = [
     "trace",  # JSON: per-second samples of the host's metrics during the run
     "collected_at",
 ]
+#: The columns the loader reads (the rest document the run).
+READ = ["workload", "host", "neighbours", "seconds", "ops_per_s", "cpu_util", "ipc"]
 
 
 def load(path: Path) -> Loaded:
-    raw = read_csv(path, COLUMNS, SOURCE)
+    raw = read_csv(path, READ, SOURCE)
     rate = numeric(raw, "ops_per_s")
     solo = raw.assign(rate=rate, cpu=numeric(raw, "cpu_util"), ipc=numeric(raw, "ipc"))[
         raw["neighbours"] == ALONE

@@ -8,8 +8,9 @@ github georgakopoulosgeo/Interference_Thesis_NTUA; no licence: never shipped).
 a run is its session's baseline runs (``Baseline*`` of the same ``FolderID``, replicas and load;
 else of its node's sessions, else of every session): p99 latency, and IPC, L2/L3 misses and C0
 residency averaged over the cores. Each run's raw 5-second PCM series lie beside the file in
-``marla_pcm_traces/<FolderID>/pcm_{core,system}_<Test_ID>.csv``; a run whose traces are missing
-or hold fewer than two samples has no ``window``.
+``marla_pcm_traces/<FolderID>/pcm_{core,system}_<Test_ID>.csv`` (every 5 s; the ``TheGame``
+sessions every 2 s, put on the 5-second grid); a run whose traces are missing or hold fewer than two
+samples has no ``window``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from preflight.data.interference import CORE_METRICS, CORES, SYSTEM_METRICS, mix_label
+from preflight.data.interference import (
+    CORE_METRICS,
+    CORES,
+    COUNT_METRICS,
+    SAMPLE_SECONDS,
+    SYSTEM_METRICS,
+    WINDOW_STEPS,
+    mix_label,
+)
 from preflight.data.sources._interference import check_interference, interference_frame
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
 
@@ -33,8 +42,6 @@ _KIND_OF = {"ibench_cpu": "cpu", "cpu": "cpu", "stress-ng_l3": "l3", "l3": "l3",
 _TERM = re.compile(r"(\d+)_((?:iBench_|stress-ng_)?[A-Za-z0-9]+?)(?:_pods?)?(?=_\d|$)")
 #: What follows the node's name in a session folder (``TheGame_MIX_V01``, ``Memento_V02_3_MixedScenarios``).
 _SESSION_SUFFIX = r"_(?:MIX_)?V\d+.*$"
-#: Most recent samples a window keeps (3 minutes at PCM's 5-second interval).
-WINDOW_STEPS = 36
 
 
 def parse_interference_name(name: str) -> dict[str, float] | None:
@@ -106,12 +113,13 @@ def _solo_profiles(raw: pd.DataFrame, host: pd.Series, baseline: pd.Series) -> d
 
 
 def _windows(raw: pd.DataFrame, traces: Path) -> pd.Series:
-    """Each run's last ``WINDOW_STEPS`` PCM samples as ``[time][channel]`` (None where absent)."""
+    """Each run's trace as ``[time][channel]`` (None where absent or unreadable)."""
     pairs = zip(raw["FolderID"].astype(str), raw["Test_ID"].astype(str))
     return pd.Series([_window(traces / folder, test) for folder, test in pairs], index=raw.index)
 
 
 def _window(folder: Path, test_id: str) -> list[list[float]] | None:
+    """The run's last ``WINDOW_STEPS`` 5-second samples whose channels were all measured."""
     core_file, system_file = folder / f"pcm_core_{test_id}.csv", folder / f"pcm_system_{test_id}.csv"
     if not (core_file.is_file() and system_file.is_file()):
         return None
@@ -120,16 +128,27 @@ def _window(folder: Path, test_id: str) -> list[list[float]] | None:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
         return None
     names = [f"Core{c} (Socket 0) - {m}" for c in range(CORES) for m in CORE_METRICS]
-    system_names = [f"System - {m}" for m in SYSTEM_METRICS]
-    if not set(names) <= set(core.columns) or not set(system_names) <= set(system.columns):
+    per_core = _resampled(core, names)
+    per_system = _resampled(system, [f"System - {m}" for m in SYSTEM_METRICS])
+    if per_core is None or per_system is None:
         return None
-    steps = min(len(core), len(system))
-    values = np.concatenate(
-        [
-            core[names].apply(pd.to_numeric, errors="coerce").to_numpy(float)[:steps],
-            system[system_names].apply(pd.to_numeric, errors="coerce").to_numpy(float)[:steps],
-        ],
-        axis=1,
-    )[-WINDOW_STEPS:]
-    finite = np.isfinite(values).all(axis=1)
-    return values[finite].tolist() if finite.sum() >= 2 else None
+    steps = min(len(per_core), len(per_system))
+    values = np.concatenate([per_core[:steps], per_system[:steps]], axis=1)
+    values = values[np.isfinite(values).all(axis=1)][-WINDOW_STEPS:]
+    return values.tolist() if len(values) >= 2 else None
+
+
+def _resampled(trace: pd.DataFrame, names: list[str]) -> np.ndarray | None:
+    """Columns of a PCM trace on a 5-second grid (some sessions sampled every 2 s): rates and
+    residencies averaged over each 5 s, counts as counts per 5 s."""
+    if not {*names, "System - Date", "System - Time"} <= set(trace.columns) or len(trace) < 2:
+        return None
+    stamp = trace["System - Date"].astype(str) + " " + trace["System - Time"].astype(str)
+    seconds = pd.to_datetime(stamp, errors="coerce") - pd.to_datetime(stamp.iloc[0], errors="coerce")
+    elapsed = seconds.dt.total_seconds().to_numpy()
+    if np.isnan(elapsed).any():
+        return None
+    values = trace[names].apply(pd.to_numeric, errors="coerce").to_numpy(float, copy=True)
+    counted = [name.rsplit(" - ", 1)[1] in COUNT_METRICS for name in names]
+    values[:, counted] *= SAMPLE_SECONDS / float(np.median(np.diff(elapsed)))
+    return pd.DataFrame(values).groupby(np.floor(elapsed / SAMPLE_SECONDS)).mean().to_numpy()

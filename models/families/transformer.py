@@ -14,8 +14,9 @@ and unmeasured steps at 0; any log scale is the featurizer's choice). Two branch
 
 The two embeddings and the context feed an MLP with one output per target. Windows are aligned to the
 training windows' ``max_steps``: a longer one keeps its last ``max_steps`` measured steps (the most
-recent), a shorter one is padded. Targets are encoded on their declared scale and standardized; the loss
-is a weighted MSE per target over the rows that carry it. Training is seeded (dropout included) and runs
+recent), a shorter one is padded in front, so a position always means the same age. Targets are
+encoded on their declared scale and standardized; the loss is a weighted MSE per target over the rows
+that carry it. Training is seeded (dropout included) and runs
 on one CPU thread, so two fits give identical predictions. Hyperparameters keep torch's names
 (``d_model``, ``nhead``, ``num_layers``, ``dropout``). torch is imported inside the functions: importing
 the family stays cheap.
@@ -52,14 +53,19 @@ def _required(sequences: Sequences | None) -> Sequences:
 
 
 def _aligned(sequences: Sequences, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Windows of ``steps`` steps: each row's last ``steps`` measured steps (if it has more) from position
-    0 on, padded with unmeasured steps."""
-    extra = max(steps - sequences.values.shape[1], 0)
-    values = np.pad(sequences.values, [(0, 0), (0, extra), (0, 0)])
-    mask = np.pad(sequences.mask.astype(bool), [(0, 0), (0, extra)])
+    """Windows of ``steps`` steps aligned on their latest measured step: position ``k`` is always
+    ``steps - 1 - k`` samples before it. A longer window keeps its last ``steps`` steps; a shorter one
+    is padded in front with unmeasured steps."""
+    values, mask = sequences.values, sequences.mask.astype(bool)
     end = np.where(mask.any(axis=1), mask.shape[1] - np.argmax(mask[:, ::-1], axis=1), 0)
-    index = np.maximum(end - steps, 0)[:, None] + np.arange(steps)
-    return np.take_along_axis(values, index[:, :, None], axis=1), np.take_along_axis(mask, index, axis=1)
+    start = np.maximum(end - steps, 0)
+    lead = steps - (end - start)  # unmeasured steps in front
+    position = np.arange(steps)
+    measured = position >= lead[:, None]
+    source = np.clip(start[:, None] + position - lead[:, None], 0, max(mask.shape[1] - 1, 0))
+    taken = np.take_along_axis(values, source[:, :, None], axis=1)
+    aligned_mask = measured & np.take_along_axis(mask, source, axis=1)
+    return np.where(aligned_mask[:, :, None], taken, 0.0), aligned_mask
 
 
 def _network(

@@ -1,5 +1,6 @@
 """The MARLA loader: interference names as neighbour multisets, solo profiles, traces beside the file."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from preflight.data.interference import TRACE_CHANNELS, mix_label, parse_mix
@@ -7,7 +8,7 @@ from preflight.data.sources import marla
 from preflight.features.interference import preflight, trace
 
 from tests.conftest import shared_file
-from tests.interference import STEPS, write_marla
+from tests.interference import STEPS, clock, write_marla
 
 
 @pytest.mark.parametrize(
@@ -55,6 +56,22 @@ def test_missing_traces_leave_no_window_and_unknown_pods_are_rejected(tmp_path):
     loaded = marla.load(path)
     assert loaded.reject_counts() == {"Interference_Name names no known pods": 1}
     assert loaded.rows["window"].isna().sum() == 1
+
+
+def test_traces_sampled_every_2_s_are_put_on_the_5_second_grid(tmp_path):
+    path = write_marla(tmp_path)
+    first = pd.read_csv(path).iloc[0]
+    for kind in ("core", "system"):
+        trace = tmp_path / "marla_pcm_traces" / first["FolderID"] / f"pcm_{kind}_{first['Test_ID']}.csv"
+        table = pd.read_csv(trace)
+        fast = pd.concat([table.iloc[[0]]] * 20, ignore_index=True).assign(**{"System - Time": clock(20, 2)})
+        fast.to_csv(trace, index=False)
+    window = np.array(marla.load(path).rows["window"].iloc[0])
+    assert len(window) == 8  # 40 s of 2-second samples
+    core0 = pd.read_csv(trace).iloc[0]
+    misses, ipc = TRACE_CHANNELS.index("system_L3MISS"), TRACE_CHANNELS.index("system_IPC")
+    np.testing.assert_allclose(window[:, misses], core0["System - L3MISS"] * 2.5)  # counts per 5 s
+    np.testing.assert_allclose(window[:, ipc], core0["System - IPC"])  # rates as they are
 
 
 def test_a_session_without_baselines_takes_its_nodes_profile(tmp_path):
