@@ -17,6 +17,8 @@ def test_health_and_readiness(client):
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["loaded"] == [
         "gemm",
+        "interference",
+        "interference-trace",
         "model-latency",
         "nas-accuracy",
         "nas-curve",
@@ -36,7 +38,7 @@ def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path)
 
     with TestClient(create_app(Settings(home=tmp_path / "fresh"), bootstrap=True)) as client:
         assert client.get("/healthz").status_code == 200
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 300
         while (ready := client.get("/readyz")).status_code == 503 and time.monotonic() < deadline:
             assert not ready.json()["status"].startswith("failed"), ready.json()
             time.sleep(0.5)
@@ -46,7 +48,8 @@ def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path)
 
 def test_tasks_list_schema_targets_and_champion(client):
     tasks = {t["name"]: t for t in client.get("/v1/tasks").json()}
-    assert set(tasks) == {"gemm", "model-latency", "nas-accuracy", "nas-latency", "nas-curve"}
+    assert set(tasks) == {"gemm", "model-latency", "nas-accuracy", "nas-latency", "nas-curve", "interference",
+                          "interference-trace"}  # fmt: skip
     gemm = tasks["gemm"]
     assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == {
         "unit": "ms",
@@ -122,6 +125,8 @@ def test_unknown_device_and_task_get_404_listing_known_names(client):
     response = client.post("/v1/fpga-magic/predict", json={"items": []})
     assert response.status_code == 404 and response.json()["known"] == [
         "gemm",
+        "interference",
+        "interference-trace",
         "model-latency",
         "nas-accuracy",
         "nas-curve",
