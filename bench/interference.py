@@ -127,6 +127,7 @@ def main() -> None:
             params = {"epochs": args.transformer_epochs} if family == "transformer" else None
             trace_outcome = cross_validate(trace_task, rows, catalogue, family, "mix", params=params)
             report["trace"][family] = scores(trace_outcome) | {"seconds": time.perf_counter() - start}
+            report["trace"]["linear"] = scores(trace_outcome, "baseline")
             print(family, json.dumps(report["trace"][family]))
     local = sources.load("local-interference", sources.default_path("local-interference", None)).rows
     local_outcome = cross_validate(task, local, catalogue, "tree", "mix")
