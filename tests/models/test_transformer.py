@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 from preflight.data.errors import UsageError
 from preflight.features import Features, Sequences
-from preflight.models.families import make_family
 from preflight.models.families.transformer import TransformerFamily
 from preflight.models.targets import Target
 
@@ -61,21 +60,6 @@ def test_it_learns_the_target_from_the_windows(data, fitted):
     error = np.abs(np.log(predicted / measured)).mean()
     baseline = np.abs(np.log(measured) - np.log(Y["ratio"].iloc[:TRAIN]).mean()).mean()
     assert error < baseline / 3
-
-
-def test_two_fits_agree_and_a_saved_model_predicts_the_same(data, fitted, tmp_path):
-    features, Y = data
-    family = make_family("transformer", TARGETS, seed=1, **FAST)
-    assert not any(k.endswith("_") for k in vars(family)), "constructor stores hyperparameters only"
-    train = np.arange(TRAIN)
-    again = family.fit(features.take(train), Y.iloc[train].reset_index(drop=True))
-    first = fitted.predict(features)
-    pd.testing.assert_frame_equal(first, again.predict(features))
-    assert list(first.columns) == ["ratio"] and first.index.equals(features.X.index)
-    fitted.save(tmp_path / "transformer")
-    loaded = TransformerFamily.load(tmp_path / "transformer")
-    assert loaded.get_params() == fitted.get_params()
-    pd.testing.assert_frame_equal(loaded.predict(features), first)
 
 
 def test_windows_of_another_length_are_aligned_to_the_fitted_one(data, fitted):
