@@ -18,6 +18,7 @@ from preflight.data.sources import (
     ec_nas,
     gpperf,
     help_latency,
+    hlsyn,
     hw_nas_bench_360,
     lcdb,
     local_curves,
@@ -68,6 +69,7 @@ LOADERS: dict[str, Source] = {
     "hw-nas-bench-360": Source(hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
     "nas-bench-graph": Source(nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
     "ec-nas": Source(ec_nas.load, "nas/ec_nas_bench_energy.csv"),
+    "hlsyn": Source(hlsyn.load, hlsyn.FILE),  # CC BY-SA: not shipped
     "marla": Source(marla.load, marla.FILE),  # no licence: never shipped
     "cloudprophet": Source(cloudprophet.load, cloudprophet.FILE),  # CC BY-SA: not shipped
     "local-interference": Source(local_interference.load, shipped=local_interference.SHIPPED),

@@ -1,0 +1,102 @@
+"""Program graphs of HLS kernels: ProGraML graphs (GEXF, as HLSyn publishes them) with pragma
+placeholder nodes.
+
+A node is an LLVM instruction, variable, constant or pragma (``type``), with its short ``text``
+(``alloca``, ``PARALLEL``) and, for pragma nodes, the placeholder its ``full_text`` names
+(``#pragma ACCEL PARALLEL FACTOR=auto{__PARA__L0}`` → ``__PARA__L0``): the knob a design sets.
+Edges are directed, with ProGraML's ``flow`` (0 control, 1 data, 2 call; pragmas attach with their
+own flow) and ``position``. Reading uses the standard library's XML parser; a file that is not a
+well-formed graph is refused with the file named.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from preflight.data.errors import DataError
+
+_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+)\}")
+_NODE_ATTRIBUTES = ("block", "function", "text", "type", "full_text")
+_EDGE_ATTRIBUTES = ("flow", "position")
+
+
+@dataclass(frozen=True)
+class ProgramGraph:
+    """``nodes``: one row per node (``text``, ``type``, ``block``, ``function``, ``full_text``,
+    ``placeholder``); ``edges``: ``[2, edges]`` node positions; ``flow`` and ``position`` per edge."""
+
+    nodes: pd.DataFrame
+    edges: np.ndarray
+    flow: np.ndarray
+    position: np.ndarray
+
+    @property
+    def placeholders(self) -> dict[str, int]:
+        """Each pragma placeholder (``__PARA__L0``) and the node that carries it."""
+        named = self.nodes["placeholder"]
+        return {name: int(i) for i, name in named[named != ""].items()}
+
+
+def read_gexf(path: Path) -> ProgramGraph:
+    """A program graph from a GEXF file, or a DataError saying what is wrong with it."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise DataError(f"{path} is not a readable GEXF file: {exc}") from exc
+    return parse_gexf(root, str(path))
+
+
+def parse_gexf(root: ET.Element, name: str = "graph") -> ProgramGraph:
+    """A program graph from a parsed GEXF document."""
+    namespace = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    graph = root.find(f"{namespace}graph")
+    if graph is None:
+        raise DataError(f"{name}: no <graph> element")
+    titles = {
+        (block.get("class"), a.get("id")): a.get("title")
+        for block in graph.findall(f"{namespace}attributes")
+        for a in block.findall(f"{namespace}attribute")
+    }
+    node_elements = graph.findall(f"{namespace}nodes/{namespace}node")
+    if not node_elements:
+        raise DataError(f"{name}: the graph has no nodes")
+    ids = [node.get("id") for node in node_elements]
+    values = [_values(node, "node", titles, namespace) for node in node_elements]
+    nodes = pd.DataFrame([{k: v.get(k, "") for k in _NODE_ATTRIBUTES} for v in values])
+    nodes["placeholder"] = nodes["full_text"].map(
+        lambda t: m.group(1) if (m := _PLACEHOLDER.search(t)) else ""
+    )
+    index = {node_id: i for i, node_id in enumerate(ids)}
+    edge_elements = graph.findall(f"{namespace}edges/{namespace}edge")
+    ends = [(edge.get("source"), edge.get("target")) for edge in edge_elements]
+    unknown = [end for pair in ends for end in pair if end not in index]
+    if unknown:
+        raise DataError(f"{name}: edges name nodes the graph lacks: {sorted(set(map(str, unknown)))[:5]}")
+    edges = np.array([[index[s] for s, _ in ends], [index[t] for _, t in ends]], dtype=np.int64).reshape(
+        2, -1
+    )
+    attributes = [_values(edge, "edge", titles, namespace) for edge in edge_elements]
+    flow, position = (
+        np.array([_integer(a.get(k)) for a in attributes], dtype=np.int64) for k in _EDGE_ATTRIBUTES
+    )
+    return ProgramGraph(nodes, edges, flow, position)
+
+
+def _values(element: ET.Element, kind: str, titles: dict, namespace: str) -> dict[str, str]:
+    """An element's attribute values by title."""
+    return {
+        titles.get((kind, value.get("for")), str(value.get("for"))): value.get("value") or ""
+        for value in element.findall(f"{namespace}attvalues/{namespace}attvalue")
+    }
+
+
+def _integer(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
