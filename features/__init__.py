@@ -177,3 +177,10 @@ def concat(parts: list[Features]) -> Features:
         Parts.concat(pieces, [len(p.X) for p in parts]) if len(pieces) == len(parts) else None,
         parts[0].monotone,
     )
+
+
+def numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """A column of canonical rows as floats: NaN where the rows lack it or a value is not a number."""
+    if column not in rows:
+        return np.full(len(rows), np.nan)
+    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)

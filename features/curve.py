@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
-from preflight.features import Features
+from preflight.features import Features, numbers
 from preflight.features.arch import DATASETS, FLAT_COLUMNS, codes, flat, text
 
 #: Curve models fitted when the curve has at least this many points (their parameter count).
@@ -163,8 +163,8 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     context = pd.DataFrame(
         {
             "ctx_dataset": codes(dataset, DATASETS),
-            "ctx_learning_rate_log10": np.log10(_numeric(rows, "learning_rate")),
-            "ctx_batch_log2": np.log2(_numeric(rows, "batch_size")),
+            "ctx_learning_rate_log10": np.log10(numbers(rows, "learning_rate")),
+            "ctx_batch_log2": np.log2(numbers(rows, "batch_size")),
         }
     )
     spaces, notations, learners = (text(rows, c).to_numpy() for c in ("space", "arch", "learner"))
@@ -200,9 +200,3 @@ def _architectures(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
     if has.any():
         out.loc[has] = flat(spaces[has], notations[has]).to_numpy()
     return out
-
-
-def _numeric(rows: pd.DataFrame, column: str) -> np.ndarray:
-    if column not in rows:
-        return np.full(len(rows), np.nan)
-    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
-from preflight.features import Features, device
+from preflight.features import Features, device, numbers
 
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
@@ -57,13 +57,6 @@ def _tiling(kernel: dict[str, np.ndarray], element_bytes: np.ndarray) -> dict[st
     }
 
 
-def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
-    """A numeric column, or NaN where the rows do not have it."""
-    if name not in rows:
-        return np.full(len(rows), np.nan)
-    return pd.to_numeric(rows[name], errors="coerce").to_numpy(dtype=float)
-
-
 #: Output-tile edges assumed per dimension when no kernel configuration is given: libraries shrink
 #: the tile for a thin matrix, so each edge is the dimension rounded up to a power of two, within these.
 TILE_EDGE_RANGE = (32, DEFAULT_TILE)
@@ -102,7 +95,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     compute_s, memory_s = flops / peak, traffic / bandwidth
     roofline_ms = np.maximum(compute_s, memory_s) * 1e3
     units, llc_bytes = spec["compute_units"], spec["llc_mb"] * 2**20
-    kernel = {f: _column(rows, f) for f in KERNEL_FIELDS}
+    kernel = {f: numbers(rows, f) for f in KERNEL_FIELDS}
     tile_m, tile_n = _library_tile(m), _library_tile(n)
     tile_flops, tile_bytes = (
         2 * tile_m * tile_n * k,

@@ -24,7 +24,7 @@ from preflight.data.interference import (
     mix_label,
     parse_mix,
 )
-from preflight.features import Features, Sequences
+from preflight.features import Features, Sequences, numbers
 
 #: Channels that count events or bytes: log1p, as their values span decades.
 COUNT_CHANNELS = np.array([c.rsplit("_", 1)[1] in COUNT_METRICS for c in TRACE_CHANNELS])
@@ -57,13 +57,6 @@ def neighbour_counts(labels: pd.Series) -> pd.DataFrame:
     return counts
 
 
-def _number(rows: pd.DataFrame, column: str) -> np.ndarray:
-    """A column as floats (NaN where absent or not a number)."""
-    if column not in rows:
-        return np.full(len(rows), np.nan)
-    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
-
-
 def _meta(rows: pd.DataFrame) -> pd.DataFrame:
     meta = rows[list(META_COLUMNS)].fillna("").astype(str).reset_index(drop=True)
     meta["stratum"] = meta["host"]  # nodes differ in how noisy their slowdowns are
@@ -78,11 +71,11 @@ def preflight(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     X = pd.concat(
         [
             pd.DataFrame(
-                {"load_rps": _number(rows, "load_rps"), "replicas": _number(rows, "replicas")},
+                {"load_rps": numbers(rows, "load_rps"), "replicas": numbers(rows, "replicas")},
                 index=rows.index,
             ),
             counts,
-            pd.DataFrame({f"solo_{m}": _number(rows, f"solo_{m}") for m in SOLO_METRICS}, index=rows.index),
+            pd.DataFrame({f"solo_{m}": numbers(rows, f"solo_{m}") for m in SOLO_METRICS}, index=rows.index),
         ],
         axis=1,
     ).reset_index(drop=True)
@@ -127,8 +120,8 @@ def trace(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     sequences = windows(rows["window"])
     context = pd.DataFrame(
         {
-            "ctx_load_rps": _number(rows, "load_rps"),
-            "ctx_replicas": _number(rows, "replicas"),
+            "ctx_load_rps": numbers(rows, "load_rps"),
+            "ctx_replicas": numbers(rows, "replicas"),
             "ctx_steps": sequences.mask.sum(axis=1).astype(float),  # a window shorter than seen is flagged
         }
     )
