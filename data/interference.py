@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 #: Neighbour kinds, with what each stands for in the sources.
 KINDS: dict[str, str] = {
@@ -62,7 +63,7 @@ ALONE = "alone"
 def mix_label(neighbours: Mapping[str, float]) -> str:
     """The canonical name of a multiset of neighbours (``cpu=2,l3=1``, kinds sorted); ``alone`` if empty."""
     present = {k: v for k, v in neighbours.items() if v > 0}
-    return ",".join(f"{k}={_count(v)}" for k, v in sorted(present.items())) or ALONE
+    return ",".join(f"{k}={v:g}" for k, v in sorted(present.items())) or ALONE
 
 
 def parse_mix(label: str) -> dict[str, float]:
@@ -78,10 +79,6 @@ def parse_mix(label: str) -> dict[str, float]:
     return counts
 
 
-def _count(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
 def check_neighbours(neighbours: Mapping[str, float]) -> dict[str, float]:
     """Known kinds with finite counts in [0, MAX_COUNT], or a ValueError naming the first bad one."""
     for kind, count in neighbours.items():
@@ -90,6 +87,10 @@ def check_neighbours(neighbours: Mapping[str, float]) -> dict[str, float]:
         if not (math.isfinite(count) and 0 <= count <= MAX_COUNT):
             raise ValueError(f"count of {kind!r} must be in [0, {MAX_COUNT:g}], got {count}")
     return dict(neighbours)
+
+
+#: An API field of neighbours: kind -> count, each kind known and each count in bounds.
+Neighbours = Annotated[dict[str, float], AfterValidator(check_neighbours)]
 
 
 class InterferenceItem(BaseModel):
@@ -101,7 +102,7 @@ class InterferenceItem(BaseModel):
     host: str | None = Field(
         default=None, max_length=100, description="the node it would run on, if the model has seen it"
     )
-    neighbours: dict[str, float] = Field(
+    neighbours: Neighbours = Field(
         default_factory=dict,
         description="kind -> how many of that kind run beside it; kinds: " + ", ".join(KINDS),
         examples=[{"cpu": 1, "l3": 2}],
@@ -113,11 +114,6 @@ class InterferenceItem(BaseModel):
         description="metrics measured alone; keys: " + ", ".join(SOLO_METRICS),
         examples=[{"p99_ms": 0.9, "ipc": 0.85}],
     )
-
-    @field_validator("neighbours")
-    @classmethod
-    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
-        return check_neighbours(value)
 
     @field_validator("solo")
     @classmethod

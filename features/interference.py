@@ -11,8 +11,6 @@ per-channel mean, standard deviation and 95th percentile for trees.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
@@ -32,11 +30,10 @@ META_COLUMNS = ("workload", "host", "session", "mix")
 
 
 def canonical(rows: pd.DataFrame) -> pd.DataFrame:
-    """API items as canonical rows: the ``neighbours`` dict as its mix label, ``solo`` as ``solo_*``."""
+    """API items as canonical rows: the ``neighbours`` dict as its ``mix`` label, ``solo`` as ``solo_*``."""
     rows = rows.copy()
     if "neighbours" in rows:
-        labels = rows["neighbours"].map(lambda n: mix_label(n) if isinstance(n, Mapping) else str(n))
-        rows["neighbours"], rows["mix"] = labels, labels
+        rows["mix"] = rows.pop("neighbours").map(mix_label)
     if "solo" in rows:
         solo = pd.DataFrame(list(rows.pop("solo").map(lambda s: s or {})), index=rows.index)
         for metric in SOLO_METRICS:
@@ -67,7 +64,7 @@ def preflight(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """What is known before placement: load, solo profile, and the neighbours as counts per kind."""
     del catalogue  # hosts are named, not looked up: their character shows in the solo profile
     rows = canonical(rows)
-    counts = neighbour_counts(rows["neighbours"])
+    counts = neighbour_counts(rows["mix"])
     X = pd.concat(
         [
             pd.DataFrame(

@@ -4,13 +4,13 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
-from preflight.data.interference import KINDS, InterferenceItem, check_neighbours
+from preflight.data.interference import KINDS, InterferenceItem, Neighbours
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
 from preflight.models.whatif import WhatIf
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 MAX_ITEMS = 10_000
 
@@ -208,16 +208,11 @@ class CandidateHost(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100)
-    residents: dict[str, float] = Field(
+    residents: Neighbours = Field(
         default_factory=dict,
         description="kind -> how many run there now; kinds: " + ", ".join(KINDS),
         examples=[{"cpu": 2}],
     )
-
-    @field_validator("residents")
-    @classmethod
-    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
-        return check_neighbours(value)
 
 
 class PlaceRequest(BaseModel):

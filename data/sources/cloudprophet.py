@@ -3,7 +3,7 @@ esl-epfl/CloudProphet-Dataset; CC BY-SA 4.0: not shipped).
 
 ``cloudprophet_app_runs.csv`` holds a row per app run: ``app`` on ``vm`` (``host``) during the
 ten-hour experiment ``exp`` (``session``), its ``perf_value`` in ``perf_metric`` and, per kind, the
-seconds of other runs that overlapped it (``corun_overlap_s_<kind>``). ``neighbours`` is the average
+seconds of other runs that overlapped it (``corun_overlap_s_<kind>``). The ``mix`` counts the average
 number of co-running instances of each kind, overlap / ``duration_s`` rounded to 2 decimals.
 
 ``norm_perf`` is a proxy: CloudProphet has almost no solo runs (1 of 3,117), so a run is compared
@@ -49,7 +49,7 @@ def load(path: Path) -> Loaded:
         workload=raw["app"].astype(str),
         host=raw["vm"].astype(str),
         session=raw["exp"].astype(str),
-        neighbours=counts.apply(lambda r: mix_label(r.to_dict()), axis=1),
+        mix=counts.apply(lambda r: mix_label(r.to_dict()), axis=1),
         norm_perf=_norm_perf(raw, value, higher, (value > 0) & (duration > 0) & higher.notna()),
     )
     checks = RowChecks(len(rows))

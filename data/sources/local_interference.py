@@ -56,7 +56,7 @@ def load(path: Path) -> Loaded:
         workload=raw["workload"].astype(str),
         host=raw["host"].astype(str),
         session=raw["host"].astype(str),
-        neighbours=raw["neighbours"].astype(str),
+        mix=raw["neighbours"].astype(str),
         norm_perf=rate / profile["rate"].to_numpy(),
         solo={"ops_per_s": profile["rate"], "cpu_util": profile["cpu"], "ipc": profile["ipc"]},
     )

@@ -68,7 +68,7 @@ def load(path: Path) -> Loaded:
         workload=pd.Series("nginx", index=raw.index),
         host=host,
         session=raw["FolderID"].astype(str),
-        neighbours=parsed.map(lambda n: mix_label(n) if n is not None else "unknown"),
+        mix=parsed.map(lambda n: mix_label(n) if n is not None else "unknown"),
         norm_perf=numeric(raw, "norm_perf"),
         load_rps=numeric(raw, "Given_RPS"),
         replicas=numeric(raw, "Replicas"),

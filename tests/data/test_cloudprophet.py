@@ -45,7 +45,7 @@ def test_norm_perf_follows_each_metric_direction(tmp_path):
 
 def test_neighbours_are_average_co_runner_counts(tmp_path):
     rows = load(tmp_path).rows
-    assert rows["neighbours"].tolist()[:3] == ["media_streaming=0.33,web_serving=1.5", "redis=2", "alone"]
+    assert rows["mix"].tolist()[:3] == ["media_streaming=0.33,web_serving=1.5", "redis=2", "alone"]
     assert rows[["host", "session"]].drop_duplicates().values.tolist() == [["vm01", "exp_v01"]]
     assert rows.filter(like="solo_").isna().all().all() and rows["load_rps"].isna().all()
 

@@ -156,7 +156,7 @@ def test_the_shipped_set_loads_and_shows_real_slowdowns():
     assert len(loaded.rejects) == 0
     rows = loaded.rows
     assert set(rows["workload"]) == set(interference.WORKLOADS)
-    beside = rows[rows["neighbours"] != "alone"]
+    beside = rows[rows["mix"] != "alone"]
     assert (beside.groupby("workload")["norm_perf"].min() < 0.8).all()
 
 
