@@ -38,7 +38,6 @@ import csv
 import json
 import math
 import os
-import platform
 import random
 import select
 import shutil
@@ -54,10 +53,13 @@ from datetime import UTC, datetime
 from io import StringIO
 from itertools import cycle
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preflight.data.collect.csvlog import append, open_log
 from preflight.data.errors import PreflightError, UsageError
+
+if TYPE_CHECKING:
+    from preflight.data.collect.host import HostFacts
 
 WORKLOADS = ("compute", "memory", "cache", "io")
 STRESSORS = ("cpu", "membw", "l3", "io")
@@ -202,25 +204,22 @@ def plan(seed: int = 0) -> list[Run]:
 
 def host_name() -> str:
     """The CPU's model name and logical cores, e.g. ``AMD EPYC (2 logical cores)``."""
-    model = next(
-        (
-            line.partition(":")[2].strip()
-            for line in _read("/proc/cpuinfo").splitlines()
-            if "model name" in line
-        ),
-        "",
-    )
-    return f"{model or platform.processor() or platform.machine()} ({os.cpu_count()} logical cores)"
+    facts = _host_facts()
+    return f"{facts.cpu_name} ({facts.logical_cores} logical cores)"
 
 
 def llc_bytes() -> int:
-    """Size of the last-level cache from sysfs; 32 MiB where sysfs does not say."""
-    sizes = {}
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        level, size = _read(str(index / "level")).strip(), _read(str(index / "size")).strip()
-        if level.isdigit() and size[:-1].isdigit():
-            sizes[int(level)] = int(size[:-1]) * {"K": 1 << 10, "M": MIB, "G": 1 << 30}.get(size[-1], 1)
-    return sizes[max(sizes)] if sizes else 32 * MIB
+    """Size of the last-level cache; 32 MiB where sysfs does not say."""
+    llc_mb = _host_facts().llc_mb
+    return int(llc_mb * MIB) if llc_mb else 32 * MIB
+
+
+def _host_facts() -> HostFacts:
+    from preflight.data.collect.host import (
+        host_facts,
+    )  # it imports torch: the collector's, not its children's
+
+    return host_facts()
 
 
 def perf_works() -> bool:
@@ -247,13 +246,6 @@ def parse_ipc(perf_csv: str) -> float | None:
                 continue
     instructions, cycles = counts.get("instructions"), counts.get("cycles")
     return instructions / cycles if instructions and cycles else None
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
 
 
 # -- one run -------------------------------------------------------------------------------------------------
