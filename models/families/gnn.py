@@ -25,7 +25,7 @@ import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Graphs
-from preflight.models.families._scaling import ContextScaler, TargetScaler
+from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_mse
 from preflight.models.targets import Target
 
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
@@ -122,12 +122,11 @@ def _loss(predicted, z, weight, context, rank_weight: float):
     import torch
     from torch.nn.functional import binary_cross_entropy_with_logits
 
-    present = ~torch.isnan(z)
-    z = torch.nan_to_num(z)
-    w = weight[:, None] * present
-    loss = ((w * (predicted - z) ** 2).sum(0) / w.sum(0).clamp_min(1e-12)).mean()
+    loss = weighted_mse(predicted, z, weight)
     if rank_weight == 0:
         return loss
+    present = ~torch.isnan(z)
+    z = torch.nan_to_num(z)
     pairs = ((context[:, None] == context[None, :]) & ~torch.eye(len(z), dtype=torch.bool))[:, :, None]
     pair_weight = (weight[:, None] * weight[None, :])[:, :, None] * (
         pairs & present[:, None] & present[None, :]

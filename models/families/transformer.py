@@ -33,7 +33,7 @@ import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Sequences
-from preflight.models.families._scaling import ContextScaler, TargetScaler
+from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_mse
 from preflight.models.targets import Target
 
 if TYPE_CHECKING:
@@ -113,14 +113,6 @@ def _forward(net: nn.ModuleDict, x: torch.Tensor, mask: torch.Tensor, context: t
     return net["head"](torch.cat([temporal, metric, context], dim=1))
 
 
-def _loss(predicted: torch.Tensor, z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Weighted MSE per target over the rows that carry it, averaged over targets."""
-    import torch
-
-    w = weight[:, None] * ~torch.isnan(z)
-    return ((w * (predicted - torch.nan_to_num(z)) ** 2).sum(0) / w.sum(0).clamp_min(1e-12)).mean()
-
-
 class TransformerFamily:
     name = "transformer"
 
@@ -156,8 +148,7 @@ class TransformerFamily:
     def _build(self) -> None:
         self.net_ = _network(
             self.max_steps_, self.channels_, len(self.context_.columns), len(self.scaled_targets_.encodings),
-            self.d_model,
-            self.nhead, self.num_layers, self.dropout, self.head_hidden,
+            self.d_model, self.nhead, self.num_layers, self.dropout, self.head_hidden,
         )  # fmt: skip
 
     def _windows(self, sequences: Sequences | None) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +211,7 @@ class TransformerFamily:
         for _ in range(self.epochs):
             order = rng.permutation(rows)
             for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
-                loss = _loss(
+                loss = weighted_mse(
                     _forward(self.net_, x[batch], mask[batch], context[batch]), Z[batch], weight[batch]
                 )
                 optimizer.zero_grad()

@@ -1,15 +1,20 @@
 """What the neural families (``gnn``, ``transformer``) share: standardized context columns and targets
-encoded on their declared scale and standardized, each saved under the same keys of the family's state."""
+encoded on their declared scale and standardized, each saved under the same keys of the family's state,
+and the loss they fit them with."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.features import CONTEXT_PREFIX, Features
 from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -99,3 +104,12 @@ class TargetScaler:
     @classmethod
     def from_state(cls, state: dict) -> TargetScaler:
         return cls(encodings_from_state(state), state["target_center"], state["target_scale"])
+
+
+def weighted_mse(predicted: torch.Tensor, z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Weighted MSE per target over the rows that carry it (``z`` is NaN where a row lacks one),
+    averaged over targets."""
+    import torch
+
+    w = weight[:, None] * ~torch.isnan(z)
+    return ((w * (predicted - torch.nan_to_num(z)) ** 2).sum(0) / w.sum(0).clamp_min(1e-12)).mean()
