@@ -32,9 +32,11 @@ import numpy as np
 import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
-from preflight.data.interference import ALONE, parse_mix
+from preflight.data.interference import ALONE
 from preflight.data.settings import Settings
+from preflight.features.interference import neighbour_counts
 from preflight.models.evaluate import Outcome, cross_validate
+from preflight.models.metrics import regression
 from preflight.models.task import get_task
 
 OUT = Path(__file__).parent / "out" / "interference.json"
@@ -45,14 +47,15 @@ def scores(outcome: Outcome, estimates_of: str = "model") -> dict[str, float]:
     estimates = getattr(outcome, estimates_of)
     y = outcome.y["norm_perf"].to_numpy()
     value, low, high = (getattr(estimates, a)["norm_perf"].to_numpy() for a in ("value", "low", "high"))
-    error = np.abs(value - y)
     crowded = (outcome.groups != ALONE).to_numpy()
+    every = regression(y, value, low, high)
+    colocated = regression(y[crowded], value[crowded], low[crowded], high[crowded])
     return {
-        "n": len(y),
-        "mae": float(error.mean()),
-        "mae_colocated": float(error[crowded].mean()),
-        "coverage": float(((y >= low) & (y <= high)).mean()),
-        "coverage_colocated": float(((y >= low) & (y <= high))[crowded].mean()),
+        "n": every["n"],
+        "mae": every["mae"],
+        "mae_colocated": colocated["mae"],
+        "coverage": every["coverage"],
+        "coverage_colocated": colocated["coverage"],
     }
 
 
@@ -60,7 +63,7 @@ def placement(rows: pd.DataFrame, outcome: Outcome) -> dict[str, float]:
     """The scheduler's replay: per (session, replicas, load), pick among the co-located mixes."""
     table = rows.iloc[outcome.test_index].reset_index(drop=True)
     table["predicted"] = outcome.model.value["norm_perf"].to_numpy()
-    table["n_total"] = [sum(parse_mix(m).values()) for m in table["mix"]]
+    table["n_total"] = neighbour_counts(table["mix"])["n_total"]
     table = table[table["mix"] != ALONE]
     hits, regrets, naive_hits, naive_regrets, situations = [], [], [], [], 0
     for _, hosts in table.groupby(["session", "replicas", "load_rps"]):
@@ -85,7 +88,7 @@ def placement(rows: pd.DataFrame, outcome: Outcome) -> dict[str, float]:
 
 
 def local_ranges(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Measured norm_perf (min, median, max) per workload and stressor kind."""
+    """Measured norm_perf (min, median, max) per workload and mix."""
     out: dict[str, dict[str, float]] = {}
     for (workload, mix), group in rows.groupby(["workload", "mix"]):
         values = group["norm_perf"]
