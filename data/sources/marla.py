@@ -40,6 +40,9 @@ REQUIRED = ["Test_ID", "Replicas", "Interference_Name", "Given_RPS", "FolderID",
 _KIND_OF = {"ibench_cpu": "cpu", "cpu": "cpu", "stress-ng_l3": "l3", "l3": "l3", "ibench_membw": "membw",
             "membw": "membw"}  # fmt: skip
 _TERM = re.compile(r"(\d+)_((?:iBench_|stress-ng_)?[A-Za-z0-9]+?)(?:_pods?)?(?=_\d|$)")
+_CORE_COLUMNS = [f"Core{c} (Socket 0) - {m}" for c in range(CORES) for m in CORE_METRICS]
+_SYSTEM_COLUMNS = [f"System - {m}" for m in SYSTEM_METRICS]
+_CLOCK = ["System - Date", "System - Time"]
 #: What follows the node's name in a session folder (``TheGame_MIX_V01``, ``Memento_V02_3_MixedScenarios``).
 _SESSION_SUFFIX = r"_(?:MIX_)?V\d+.*$"
 
@@ -123,13 +126,13 @@ def _window(folder: Path, test_id: str) -> list[list[float]] | None:
     core_file, system_file = folder / f"pcm_core_{test_id}.csv", folder / f"pcm_system_{test_id}.csv"
     if not (core_file.is_file() and system_file.is_file()):
         return None
-    try:
-        core, system = pd.read_csv(core_file), pd.read_csv(system_file)
+    wanted = set(_CORE_COLUMNS + _SYSTEM_COLUMNS + _CLOCK)
+    try:  # only the columns a window uses: a core file holds 130
+        core, system = (pd.read_csv(file, usecols=wanted.__contains__) for file in (core_file, system_file))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
         return None
-    names = [f"Core{c} (Socket 0) - {m}" for c in range(CORES) for m in CORE_METRICS]
-    per_core = _resampled(core, names)
-    per_system = _resampled(system, [f"System - {m}" for m in SYSTEM_METRICS])
+    per_core = _resampled(core, _CORE_COLUMNS)
+    per_system = _resampled(system, _SYSTEM_COLUMNS)
     if per_core is None or per_system is None:
         return None
     steps = min(len(per_core), len(per_system))
@@ -141,14 +144,17 @@ def _window(folder: Path, test_id: str) -> list[list[float]] | None:
 def _resampled(trace: pd.DataFrame, names: list[str]) -> np.ndarray | None:
     """Columns of a PCM trace on a 5-second grid (some sessions sampled every 2 s): rates and
     residencies averaged over each 5 s, counts as counts per 5 s."""
-    if not {*names, "System - Date", "System - Time"} <= set(trace.columns) or len(trace) < 2:
+    if not {*names, *_CLOCK} <= set(trace.columns) or len(trace) < 2:
         return None
     stamp = trace["System - Date"].astype(str) + " " + trace["System - Time"].astype(str)
     seconds = pd.to_datetime(stamp, errors="coerce") - pd.to_datetime(stamp.iloc[0], errors="coerce")
     elapsed = seconds.dt.total_seconds().to_numpy()
     if np.isnan(elapsed).any():
         return None
-    values = trace[names].apply(pd.to_numeric, errors="coerce").to_numpy(float, copy=True)
+    columns = trace[names]
+    if not all(pd.api.types.is_numeric_dtype(dtype) for dtype in columns.dtypes):  # text among the numbers
+        columns = columns.apply(pd.to_numeric, errors="coerce")
+    values = columns.to_numpy(float, copy=True)
     counted = [name.rsplit(" - ", 1)[1] in COUNT_METRICS for name in names]
     values[:, counted] *= SAMPLE_SECONDS / float(np.median(np.diff(elapsed)))
     return pd.DataFrame(values).groupby(np.floor(elapsed / SAMPLE_SECONDS)).mean().to_numpy()
