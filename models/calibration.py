@@ -87,6 +87,15 @@ class Calibration:
                 return self.calibrators[key][target]
         raise ModelStateError(f"no calibration scores for {target!r}")
 
+    def recalibrated(
+        self, target: str, value: np.ndarray, sides: np.ndarray, row_strata: np.ndarray
+    ) -> np.ndarray:
+        """Estimates as they should be read (a binary target's probabilities recalibrated)."""
+        out = np.asarray(value, float).copy()
+        for key, rows in _groups(sides, row_strata):
+            out[rows] = self.calibrator(target, *key).recalibrated(out[rows])
+        return out
+
     def interval(
         self, target: str, value: np.ndarray, sides: np.ndarray, row_strata: np.ndarray, coverage: float
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,11 @@ nearest to a new estimate are its predictive distribution, behind ``probability_
 probability that a run ends above an incumbent's accuracy). Near-by rows rather than all of them,
 because errors differ along the scale: a run predicted to end near the best accuracy anything
 reaches has little room above it, one predicted far below has much.
+
+A ``binary`` target (an event: a design fits its FPGA) has no residual scale to take quantiles of.
+Its estimates are recalibrated (``recalibrated``: Platt scaling of the out-of-fold probabilities
+against what happened, monotone, so rankings and AUC are kept), and its interval is the Wilson score
+interval of a probability estimated from as many calibration rows as ``probability_above`` reads.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import math
 import numpy as np
 from preflight.data.errors import ModelStateError, UsageError
 from preflight.models.targets import Target
+from scipy import stats
 
 #: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate, or of
 #: 1/NEIGHBOUR_SHARE of the rows when that is more. Measured on local-curves (400 runs, held out by
@@ -41,6 +47,7 @@ class Conformal:
         self.scores_: np.ndarray | None = None
         self.residuals_: np.ndarray | None = None  # signed, in the order of their estimates
         self.estimates_: np.ndarray | None = None  # sorted
+        self._platt: tuple[float, float] | None = None
 
     def residual(self, y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
         """Signed residuals on the target's scale."""
@@ -94,7 +101,7 @@ class Conformal:
         if self.residuals_ is None or self.estimates_ is None:
             raise NotConformalized("probabilities need signed residuals: conformalize, or from_residuals")
         n = len(self.residuals_)
-        k = min(n, max(NEIGHBOURS, n // NEIGHBOUR_SHARE))
+        k = self.neighbours
         y_pred = np.atleast_1d(np.asarray(y_pred, float))
         with np.errstate(divide="ignore", invalid="ignore"):  # a threshold outside the scale's domain
             needed = self.target.residual(np.asarray(threshold, float), y_pred)
@@ -107,9 +114,57 @@ class Conformal:
         bound = np.inf if self.target.upper is None else self.target.upper
         return np.where(np.broadcast_to(np.asarray(threshold, float), p.shape) >= bound, 0.0, p)
 
+    @property
+    def neighbours(self) -> int:
+        """How many calibration rows nearest in estimate a probability is read from."""
+        n = len(self.scores_ if self.scores_ is not None else [])
+        return min(n, max(NEIGHBOURS, n // NEIGHBOUR_SHARE))
+
+    def recalibrated(self, y_pred: np.ndarray) -> np.ndarray:
+        """Estimates as they should be read: recalibrated probabilities for a binary target, unchanged
+        for any other."""
+        y_pred = np.asarray(y_pred, float)
+        if not self.target.binary:
+            return y_pred
+        slope, intercept = self._platt_fit()
+        return 1 / (1 + np.exp(-(slope * _logit(y_pred) + intercept)))
+
+    def _platt_fit(self) -> tuple[float, float]:
+        if self._platt is None:
+            if self.residuals_ is None or self.estimates_ is None:
+                raise NotConformalized("a binary target's calibration needs its residuals and estimates")
+            from sklearn.linear_model import LogisticRegression
+
+            labels = np.round(self.estimates_ + self.residuals_)
+            if len(np.unique(labels)) < 2:  # one outcome only: nothing to rescale against
+                self._platt = (1.0, 0.0)
+            else:
+                model = LogisticRegression().fit(_logit(self.estimates_)[:, None], labels)
+                self._platt = (float(model.coef_[0, 0]), float(model.intercept_[0]))
+        return self._platt
+
     def interval(
         self, y_pred: np.ndarray, coverage: float, scale: float = 1.0
     ) -> tuple[np.ndarray, np.ndarray]:
         """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a
-        spread)."""
+        spread). A binary target's bounds are the Wilson interval of its (calibrated) probability."""
+        if self.target.binary:
+            return _wilson(np.asarray(y_pred, float), self.neighbours, coverage)
         return self.target.interval(y_pred, self.quantile(coverage) * scale)
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p) - np.log1p(-p)
+
+
+def _wilson(p: np.ndarray, n: int, coverage: float) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval of a share ``p`` observed in ``n`` trials."""
+    if not 0 < coverage < 1:
+        raise UsageError(f"coverage must lie in (0, 1), got {coverage}")
+    if n == 0:
+        return np.zeros_like(p), np.ones_like(p)
+    z = float(stats.norm.ppf((1 + coverage) / 2))
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z / (1 + z**2 / n) * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)

@@ -15,6 +15,7 @@ from preflight.features import Features
 from preflight.models import metrics
 from preflight.models.datasets import register_measured_devices
 from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
+from preflight.models.targets import Target
 from preflight.models.task import Task
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
@@ -162,15 +163,15 @@ def target_metrics(task: Task, outcome: Outcome, estimates: Estimates, by_group:
     """Metrics per target; with ``by_group``, keyed by group (device) with a ``mean`` entry."""
     out = {}
     for target in estimates.value.columns:
-        relative = task.targets[target].relative
+        spec = task.targets[target]
         ok = task.targets[target].present(outcome.y[target]) & estimates.value[target].notna().to_numpy()
         if not ok.any():
             continue
         if not by_group:
-            out[target] = _metrics_on(outcome, estimates, target, ok, relative)
+            out[target] = _metrics_on(outcome, estimates, target, ok, spec)
             continue
         per_group = {
-            str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy(), relative)
+            str(g): _metrics_on(outcome, estimates, target, ok & (outcome.groups == g).to_numpy(), spec)
             for g in outcome.groups[ok].unique()
         }
         keys = set.intersection(*(set(m) for m in per_group.values()))
@@ -179,15 +180,15 @@ def target_metrics(task: Task, outcome: Outcome, estimates: Estimates, by_group:
     return out
 
 
-def _metrics_on(
-    outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray, relative: bool
-) -> dict:
+def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray, spec: Target) -> dict:
+    if spec.binary:
+        return metrics.classification(outcome.y[target][rows], estimates.value[target][rows])
     return metrics.regression(
         outcome.y[target][rows],
         estimates.value[target][rows],
         estimates.low[target][rows],
         estimates.high[target][rows],
-        relative=relative,
+        relative=spec.relative,
     )
 
 

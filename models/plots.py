@@ -1,27 +1,27 @@
-"""Evaluation plots logged as MLflow artifacts (predicted vs actual, error by group), and the what-if's
-time-per-run chart."""
+"""Evaluation plots logged as MLflow artifacts (predicted vs actual, or a reliability diagram for an
+event's probability; error by group), and the what-if's time-per-run chart. Plain ``Figure`` objects:
+no pyplot state to close and no backend to choose."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from preflight.models.targets import Target  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from preflight.models.targets import Target
 
 if TYPE_CHECKING:
     from preflight.models.whatif import WhatIf
 
 
-def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(5, 5))
+def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target) -> Figure:
+    if spec.binary:
+        return reliability(y, pred, target)
+    fig = Figure(figsize=(5, 5), layout="constrained")
+    ax = fig.subplots()
     absolute = not spec.relative
     ok = y.notna() & pred.notna() if absolute else (y > 0) & (pred > 0)
     (ax.plot if absolute else ax.loglog)(y[ok], pred[ok], ".", alpha=0.3, markersize=3)
@@ -30,7 +30,19 @@ def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target
     ax.set(
         xlabel=f"measured {target}", ylabel=f"predicted {target}", title=f"{target}: predicted vs measured"
     )
-    fig.tight_layout()
+    return fig
+
+
+def reliability(y: pd.Series, probability: pd.Series, target: str, bins: int = 10) -> Figure:
+    """How often the event happened against its predicted probability, in bins of the probability."""
+    fig = Figure(figsize=(5, 5), layout="constrained")
+    ax = fig.subplots()
+    which = np.minimum((probability.to_numpy(dtype=float) * bins).astype(int), bins - 1)
+    table = pd.DataFrame({"bin": which, "p": probability.to_numpy(), "y": y.to_numpy()}).groupby("bin")
+    ax.plot(table["p"].mean(), table["y"].mean(), "o-", label="observed rate")
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect calibration")
+    ax.set(xlabel=f"predicted P({target})", ylabel=f"observed share {target}", title=f"{target}: reliability")
+    ax.legend(loc="upper left")
     return fig
 
 
@@ -46,11 +58,12 @@ def error_by_group(
     spec: Target,
     by: str = "group",
     top: int = 30,
-) -> plt.Figure:
+) -> Figure:
     absolute = not spec.relative
     error = (pred - y).abs() if absolute else (pred - y).abs() / y * 100
     per_group = error.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
-    fig, ax = plt.subplots(figsize=(7, max(3, 0.25 * len(per_group))))
+    fig = Figure(figsize=(7, max(3, 0.25 * len(per_group))), layout="constrained")
+    ax = fig.subplots()
     labels = [
         label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
         for label in per_group.index.astype(str)
@@ -61,7 +74,6 @@ def error_by_group(
         xlabel=f"median absolute error ({target})" if absolute else "median APE (%)",
         title=f"{target}: error by {by} (worst {len(per_group)})",
     )
-    fig.tight_layout()
     return fig
 
 
@@ -103,7 +115,3 @@ def whatif_times(result: WhatIf) -> Figure:
     )  # fmt: skip
     ax.grid(axis="x", which="both", alpha=0.3)
     return fig
-
-
-def close(fig: plt.Figure) -> None:
-    plt.close(fig)

@@ -83,7 +83,8 @@ class Predictor:
         self.shots_: fewshot.DeviceShots = {}
 
     def new_family(self) -> Family:
-        return make_family(self.family, self.task.targets, self.seed, **self.params)
+        params = self.task.family_params.get(self.family, {}) | self.params
+        return make_family(self.family, self.task.targets, self.seed, **params)
 
     def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> Predictor:
         """Calibrate on grouped out-of-fold residuals (the task's split, then one machine out at a time
@@ -177,6 +178,7 @@ class Predictor:
             estimate = target.clip(
                 target.shift(value[name].to_numpy(), fewshot.offsets(self.shots_, devices, name))
             )
+            estimate = self.calibration_.recalibrated(name, estimate, sides, row_strata)
             bounds = self.calibration_.interval(name, estimate, sides, row_strata, coverage)
             bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
             value[name], low[name], high[name] = estimate, target.clip(bounds[0]), target.clip(bounds[1])

@@ -7,7 +7,10 @@ and intervals are all taken there, and an interval is ``g⁻¹(g(ŷ) ± q)``:
 - ``log``: positive quantities (times, power, energy); relative intervals ``ŷ·e^{±q}``;
 - ``log1p``: counts that may be 0 (a design's DSP blocks): ``zero_ok`` says 0 is a measurement;
 - ``identity``: scores that reach zero or below (an accuracy, darcy's negative score); absolute intervals;
-- ``logit``: fractions strictly inside (0, 1).
+- ``logit``: fractions strictly inside (0, 1);
+- ``binary``: an event that happens (1) or not (0), such as a design fitting its FPGA; estimates are
+  probabilities, families learn it with a logistic loss, and its interval is the plausible range of
+  that probability (``conformal.py``).
 
 ``lower`` and ``upper`` bound what the target can be (estimates and bounds are clipped to them).
 A family learns a target on its scale, optionally relative to the featurizer's ``reference`` for it
@@ -24,8 +27,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-Scale = Literal["log", "log1p", "identity", "logit"]
-SCALES: tuple[str, ...] = ("log", "log1p", "identity", "logit")
+Scale = Literal["log", "log1p", "identity", "logit", "binary"]
+SCALES: tuple[str, ...] = ("log", "log1p", "identity", "logit", "binary")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,13 @@ class Target:
             raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
         if self.zero_ok and self.scale in ("log", "logit"):
             raise ValueError(f"a {self.scale} scale cannot learn zeros: use log1p or identity")
+        if self.scale == "binary" and (self.lower, self.upper) != (0.0, 1.0):
+            raise ValueError("a binary target is a probability: lower=0, upper=1")
+
+    @property
+    def binary(self) -> bool:
+        """Whether this is an event's probability (classification) rather than a quantity."""
+        return self.scale == "binary"
 
     @property
     def relative(self) -> bool:
@@ -61,6 +71,8 @@ class Target:
             return ok & ((values >= 0) if self.zero_ok else (values > 0))
         if self.scale == "logit":
             return ok & (values > 0) & (values < 1)
+        if self.scale == "binary":  # labels 0/1, and probabilities between
+            return ok & (values >= 0) & (values <= 1)
         return ok
 
     def to_scale(self, y: np.ndarray) -> np.ndarray:

@@ -38,14 +38,15 @@ def data_checksum(checksums: dict[str, str], max_rows: int | None, seed: int) ->
 
 def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9) -> Estimates:
     """The out-of-fold estimates, each fold's intervals calibrated on the other folds' scores."""
-    value = predictor.oof_[predictor.targets]
-    low, high = value.copy(), value.copy()
+    raw = predictor.oof_[predictor.targets]
+    value, low, high = raw.copy(), raw.copy(), raw.copy()
     for fold in np.unique(predictor.oof_fold_):
         held = predictor.oof_fold_ == fold
         for target in value.columns:
             spec = predictor.task.targets[target]
-            others = ~held & spec.present(Y[target]) & spec.present(value[target])
-            calibrator = Conformal(spec).conformalize(Y[target][others], value[target][others])
+            others = ~held & spec.present(Y[target]) & spec.present(raw[target])
+            calibrator = Conformal(spec).conformalize(Y[target][others], raw[target][others])
+            value.loc[held, target] = calibrator.recalibrated(raw[target][held].to_numpy())
             low.loc[held, target], high.loc[held, target] = calibrator.interval(
                 value[target][held].to_numpy(), coverage
             )
@@ -132,8 +133,6 @@ def train(
         predictor=predictor,
         report=report,
     )
-    for fig in figures.values():
-        plots.close(fig)
     metric = report["metrics"][task.primary_target][task.metric]
     promotion = tracking.register(settings, task, run_id, family, metric, sha, split, promote)
     log.info("registered %s v%s: %s", promotion.info.name, promotion.info.version, promotion.reason)

@@ -1,6 +1,6 @@
 """What the neural families (``gnn``, ``transformer``) share: standardized context columns and targets
-encoded on their declared scale and standardized, each saved under the same keys of the family's state,
-and the loss they fit them with."""
+encoded on their declared scale and standardized (a binary target stays 0/1 and its output is a
+logit), each saved under the same keys of the family's state, and the loss they fit them with."""
 
 from __future__ import annotations
 
@@ -67,6 +67,11 @@ class TargetScaler:
     def targets(self) -> dict[str, Target]:
         return {t: e.target for t, e in self.encodings.items()}
 
+    @property
+    def binary(self) -> np.ndarray:
+        """Which outputs are the logits of a binary target."""
+        return np.array([e.target.binary for e in self.encodings.values()], dtype=bool)
+
     @classmethod
     def fit(
         cls, targets: dict[str, Target], features: Features, Y: pd.DataFrame
@@ -76,7 +81,9 @@ class TargetScaler:
         for name, rows, encoding, values in encoded(targets, Y, features.reference, relative=False):
             z = np.full(len(Y), np.nan)
             z[rows] = values
-            center, scale = float(values.mean()), float(values.std())
+            center, scale = (
+                (0.0, 1.0) if encoding.target.binary else (float(values.mean()), float(values.std()))
+            )
             scaler.encodings[name] = encoding
             scaler.center.append(center)
             scaler.scale.append(scale if scale > 0 else 1.0)
@@ -88,6 +95,7 @@ class TargetScaler:
     def decode(self, z: np.ndarray, features: Features) -> pd.DataFrame:
         """Standardized network outputs ``z[rows, targets]`` as estimates per target."""
         z = z.astype(float) * np.asarray(self.scale) + np.asarray(self.center)
+        z[:, self.binary] = 1 / (1 + np.exp(-z[:, self.binary]))
         out = {
             t: encoding.decode(z[:, j], features.reference[t])
             for j, (t, encoding) in enumerate(self.encodings.items())
@@ -106,10 +114,18 @@ class TargetScaler:
         return cls(encodings_from_state(state), state["target_center"], state["target_scale"])
 
 
-def weighted_mse(predicted: torch.Tensor, z: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Weighted MSE per target over the rows that carry it (``z`` is NaN where a row lacks one),
-    averaged over targets."""
+def weighted_loss(
+    predicted: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, binary: torch.Tensor
+) -> torch.Tensor:
+    """Weighted loss per target over the rows that carry it (``z`` is NaN where a row lacks one),
+    averaged over targets: squared error, or the logistic loss of a ``binary`` target's logit."""
     import torch
+    from torch.nn.functional import binary_cross_entropy_with_logits
 
     w = weight[:, None] * ~torch.isnan(z)
-    return ((w * (predicted - torch.nan_to_num(z)) ** 2).sum(0) / w.sum(0).clamp_min(1e-12)).mean()
+    z = torch.nan_to_num(z)
+    squared = (predicted - z) ** 2
+    if bool(binary.any()):
+        logistic = binary_cross_entropy_with_logits(predicted, z.clamp(0, 1), reduction="none")
+        squared = torch.where(binary[None, :], logistic, squared)
+    return ((w * squared).sum(0) / w.sum(0).clamp_min(1e-12)).mean()

@@ -1,4 +1,5 @@
-"""A linear baseline: ridge regression per target on the standardized table ``X``, in the target's space.
+"""A linear baseline: ridge regression per target on the standardized table ``X``, in the target's space
+(L2-regularised logistic regression for a binary target, predicting probabilities).
 
 It is what a table of features gives without interactions, the yardstick the NAS tasks report
 beside every model (the architecture-agnostic roofline means nothing there).
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 from preflight.features import Features
 from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
-from sklearn.linear_model import Ridge
+from sklearn.linear_model import LogisticRegression, Ridge
 
 
 class LinearFamily:
@@ -40,15 +41,21 @@ class LinearFamily:
         self.encodings_: dict[str, Encoding] = {}
         for name, rows, encoding, z in encoded(self.targets, Y, features.reference, relative=False):
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
-            model = Ridge(alpha=self.alpha).fit(matrix[rows], z, sample_weight=weight)
-            self.coef_[name], self.intercept_[name] = model.coef_.tolist(), float(model.intercept_)
+            if encoding.target.binary:
+                coef, intercept = _logistic(matrix[rows], z, weight, self.alpha)
+            else:
+                model = Ridge(alpha=self.alpha).fit(matrix[rows], z, sample_weight=weight)
+                coef, intercept = model.coef_, model.intercept_
+            self.coef_[name], self.intercept_[name] = np.ravel(coef).tolist(), float(intercept)
             self.encodings_[name] = encoding
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
         matrix = self._matrix(features.X)
         out = {
-            t: self.encodings_[t].decode(matrix @ np.asarray(c) + self.intercept_[t], features.reference[t])
+            t: self.encodings_[t].decode(
+                _link(self.encodings_[t], matrix @ np.asarray(c) + self.intercept_[t]), features.reference[t]
+            )
             for t, c in self.coef_.items()
         }
         return pd.DataFrame(out, index=features.X.index)
@@ -78,3 +85,19 @@ class LinearFamily:
         family.center_, family.scale_ = np.array(state["center"]), np.array(state["scale"])
         family.encodings_ = encodings
         return family
+
+
+def _link(encoding: Encoding, z: np.ndarray) -> np.ndarray:
+    """A linear predictor on its target's scale: the logistic of it for a binary target."""
+    return 1 / (1 + np.exp(-z)) if encoding.target.binary else z
+
+
+def _logistic(
+    matrix: np.ndarray, labels: np.ndarray, weight: np.ndarray | None, alpha: float
+) -> tuple[np.ndarray, float]:
+    """Logistic regression's coefficients and intercept (no slope when only one outcome was seen)."""
+    if len(np.unique(labels)) < 2:
+        rate = float(np.clip(labels.mean(), 1e-3, 1 - 1e-3))
+        return np.zeros(matrix.shape[1]), float(np.log(rate / (1 - rate)))
+    model = LogisticRegression(C=1 / alpha, max_iter=1000).fit(matrix, labels, sample_weight=weight)
+    return model.coef_[0], float(model.intercept_[0])

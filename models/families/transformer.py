@@ -33,7 +33,7 @@ import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Sequences
-from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_mse
+from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_loss
 from preflight.models.targets import Target
 
 if TYPE_CHECKING:
@@ -207,13 +207,13 @@ class TransformerFamily:
         steps = self.epochs * -(-len(rows) // self.batch_size)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
         rng = np.random.default_rng(self.seed)
+        binary = torch.from_numpy(self.scaled_targets_.binary)
         self.net_.train()
         for _ in range(self.epochs):
             order = rng.permutation(rows)
             for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
-                loss = weighted_mse(
-                    _forward(self.net_, x[batch], mask[batch], context[batch]), Z[batch], weight[batch]
-                )
+                predicted = _forward(self.net_, x[batch], mask[batch], context[batch])
+                loss = weighted_loss(predicted, Z[batch], weight[batch], binary)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()

@@ -1,5 +1,6 @@
 """Gradient-boosted trees (LightGBM) on the featurizer's table ``X``, one booster per target, each on
-its target's scale, relative to the reference where every training row has one (``Encoding``)."""
+its target's scale, relative to the reference where every training row has one (``Encoding``); a
+binary target (an event) gets a classifier (LightGBM's ``binary`` objective, predicting probabilities)."""
 
 from __future__ import annotations
 
@@ -52,11 +53,11 @@ class TreeFamily:
             )
         }
 
-    def _lgb_params(self, n_rows: int, monotone: dict[str, int]) -> dict:
+    def _lgb_params(self, n_rows: int, monotone: dict[str, int], binary: bool) -> dict:
         constraints = [monotone.get(c, 0) for c in self.columns_]
         return {
             **({"monotone_constraints": constraints} if any(constraints) else {}),
-            "objective": self.objective,
+            "objective": "binary" if binary else self.objective,
             "num_leaves": self.num_leaves,
             "learning_rate": self.learning_rate,
             "min_data_in_leaf": min(self.min_child_samples, max(1, n_rows // 10)),
@@ -77,7 +78,7 @@ class TreeFamily:
             data = lgb.Dataset(features.X[rows], z, weight=weight, free_raw_data=True)
             # physics' directions hold for the ratio to the reference, not for the bare target
             monotone = features.monotone.get(name, {}) if encoding.relative else {}
-            params = self._lgb_params(int(rows.sum()), monotone)
+            params = self._lgb_params(int(rows.sum()), monotone, encoding.target.binary)
             self.boosters_[name] = lgb.train(params, data, self.n_estimators)
             self.encodings_[name] = encoding
         return self
