@@ -24,8 +24,36 @@ GraphArrays = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass
+class Slots:
+    """Values a row sets on some nodes of its graph (a design's pragma values on the placeholder nodes
+    of its kernel's program graph): ``node[rows, slots]`` a node's position in the row's graph (-1: an
+    unused slot) and ``values[rows, slots, channels]`` what the row sets there."""
+
+    node: np.ndarray
+    values: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Slots:
+        return Slots(self.node[rows], self.values[rows])
+
+    @staticmethod
+    def concat(parts: list[Slots]) -> Slots:
+        width = max(p.node.shape[1] for p in parts)
+
+        def pad(p: Slots) -> Slots:
+            extra = width - p.node.shape[1]
+            return Slots(
+                np.pad(p.node, [(0, 0), (0, extra)], constant_values=-1),
+                np.pad(p.values, [(0, 0), (0, extra), (0, 0)]),
+            )
+
+        padded = [pad(p) for p in parts]
+        return Slots(np.concatenate([p.node for p in padded]), np.concatenate([p.values for p in padded]))
+
+
+@dataclass
 class Graphs:
-    """One graph per distinct item and, per row, the index of its graph.
+    """One graph per distinct item and, per row, the index of its graph, plus the ``slots`` a row sets
+    on its graph's nodes where rows sharing a graph differ (designs of one kernel).
 
     Graphs are built on first use (``build(key)`` per distinct key, then cached), so a featurizer can
     offer them at no cost to the families that never read them. ``data()`` gives them as
@@ -36,10 +64,12 @@ class Graphs:
     index: np.ndarray
     build: Callable[[Any], GraphArrays]
     _built: list[GraphArrays] | None = field(default=None, repr=False)
+    slots: Slots | None = None
 
     @classmethod
-    def from_arrays(cls, arrays: list[GraphArrays], index: np.ndarray) -> Graphs:
-        return cls(list(range(len(arrays))), np.asarray(index, dtype=np.int64), arrays.__getitem__, arrays)
+    def from_arrays(cls, arrays: list[GraphArrays], index: np.ndarray, slots: Slots | None = None) -> Graphs:
+        index = np.asarray(index, dtype=np.int64)
+        return cls(list(range(len(arrays))), index, arrays.__getitem__, arrays, slots)
 
     @property
     def arrays(self) -> list[GraphArrays]:
@@ -60,13 +90,19 @@ class Graphs:
         return [Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(e)) for x, e in self.arrays]
 
     def take(self, rows: np.ndarray) -> Graphs:
-        return Graphs(self.keys, self.index[rows], self.build, self._built)
+        slots = None if self.slots is None else self.slots.take(rows)
+        return Graphs(self.keys, self.index[rows], self.build, self._built, slots)
 
     @staticmethod
     def concat(parts: list[Graphs]) -> Graphs:
         offsets = np.cumsum([0] + [len(p.keys) for p in parts[:-1]])
         arrays = [a for p in parts for a in p.arrays]
-        return Graphs.from_arrays(arrays, np.concatenate([p.index + o for p, o in zip(parts, offsets)]))
+        slots = [p.slots for p in parts if p.slots is not None]
+        return Graphs.from_arrays(
+            arrays,
+            np.concatenate([p.index + o for p, o in zip(parts, offsets)]),
+            Slots.concat(slots) if len(slots) == len(parts) else None,
+        )
 
 
 @dataclass

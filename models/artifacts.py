@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from preflight.features import Features, Graphs, Parts, Sequences
+from preflight.features import Features, Graphs, Parts, Sequences, Slots
 from preflight.models.calibration import Calibration, Calibrators
 from preflight.models.conformal import Conformal
 from preflight.models.envelope import Envelope
@@ -100,15 +100,17 @@ def _save_training(features: Features, Y: pd.DataFrame, directory: Path) -> None
     frames = [getattr(features, part).add_prefix(f"{part}:") for part in _PARTS] + [Y.add_prefix("y:")]
     pd.concat([f.reset_index(drop=True) for f in frames], axis=1).to_parquet(directory / "train.parquet")
     if features.graphs is not None:
-        arrays = features.graphs.arrays
-        np.savez_compressed(
-            directory / "graphs.npz",
-            x=np.concatenate([x for x, _ in arrays]),
-            edge_index=np.concatenate([e for _, e in arrays], axis=1),
-            nodes=np.array([len(x) for x, _ in arrays]),
-            edges=np.array([e.shape[1] for _, e in arrays]),
-            index=features.graphs.index,
-        )
+        graphs, slots = features.graphs.arrays, features.graphs.slots
+        saved = {
+            "x": np.concatenate([x for x, _ in graphs]),
+            "edge_index": np.concatenate([e for _, e in graphs], axis=1),
+            "nodes": np.array([len(x) for x, _ in graphs]),
+            "edges": np.array([e.shape[1] for _, e in graphs]),
+            "index": features.graphs.index,
+        }
+        if slots is not None:
+            saved |= {"slot_node": slots.node, "slot_values": slots.values}
+        np.savez_compressed(directory / "graphs.npz", **saved)  # type: ignore[arg-type]
     if features.sequences is not None:
         np.savez_compressed(
             directory / "sequences.npz", values=features.sequences.values, mask=features.sequences.mask
@@ -130,7 +132,8 @@ def _load_training(directory: Path) -> tuple[Features, pd.DataFrame]:
         with np.load(directory / "graphs.npz") as g:
             x = np.split(g["x"], np.cumsum(g["nodes"])[:-1])
             edges = np.split(g["edge_index"], np.cumsum(g["edges"])[:-1], axis=1)
-            features.graphs = Graphs.from_arrays(list(zip(x, edges)), g["index"])
+            slots = Slots(g["slot_node"], g["slot_values"]) if "slot_node" in g else None
+            features.graphs = Graphs.from_arrays(list(zip(x, edges)), g["index"], slots)
     if (directory / "sequences.npz").exists():
         with np.load(directory / "sequences.npz") as s:
             features.sequences = Sequences(s["values"], s["mask"])

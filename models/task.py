@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, get_args
 
 import pandas as pd
@@ -64,6 +64,9 @@ class Task:
     #: from the runtime estimate); ``derive(features, estimates)`` fills them in, with warnings
     derived: tuple[str, ...] = ()
     derive: Callable[[Features, Any], None] | None = None
+    #: hyperparameters a family takes on this task, beyond its defaults (fewer GNN epochs where every
+    #: design of a kernel is a row of its own); what a caller passes overrides them
+    family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def learned_targets(self) -> list[str]:

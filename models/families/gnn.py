@@ -8,7 +8,14 @@ are not read: the graph is learned from itself. Each distinct graph of a minibat
 and gathered to its rows (one architecture, many devices). Hyperparameters keep torch-geometric's
 names (``hidden_channels``, ``num_layers``; ``in_channels`` is the graphs' node feature width).
 
-Each target is encoded on its declared scale and standardized. The loss is a per-target MSE over the
+Where rows sharing a graph differ in values set on some of its nodes (``Graphs.slots``: a design's
+pragma values on the placeholder nodes of its kernel's program graph), the graph is embedded once per
+distinct graph all the same, and each row reads the final states of its slot nodes joined with the
+values it sets there, through an MLP, summed and maxed over its slots (late fusion: message passing
+is shared by a kernel's designs, so an epoch costs the kernels, not the designs).
+
+Each target is encoded on its declared scale and standardized (a binary target is learned as a
+logit with the logistic loss). The loss is a per-target MSE over the
 rows that carry the target plus, weighted by ``rank_weight``, a pairwise logistic ranking loss between
 rows of the same context (equal ``ctx_*`` values: device setting and dataset): users rank candidates.
 Training is seeded and runs on one CPU thread, so two fits give identical predictions. torch is
@@ -24,8 +31,8 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
-from preflight.features import Features, Graphs
-from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_mse
+from preflight.features import Features, Graphs, Slots
+from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_loss
 from preflight.models.targets import Target
 
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
@@ -56,6 +63,7 @@ class _Packed:
         self.edge_start = np.cumsum(self.edges) - self.edges
         self.x = np.concatenate([x for x, _ in parts]).astype(np.float32)
         self.edge_index = np.concatenate([e for _, e in parts], axis=1).astype(np.int64)
+        self.slots = graphs.slots
 
     def select(self, ids: np.ndarray):
         """Some graphs as one: node features, edge index and each node's graph."""
@@ -71,8 +79,12 @@ class _Packed:
         )
 
 
-def _network(in_channels: int, n_context: int, n_targets: int, hidden: int, layers: int, head_hidden: int):
-    """The GIN layers (``convs``) and the multi-task MLP (``head``) as one module."""
+def _network(
+    in_channels: int, n_context: int, n_targets: int, hidden: int, layers: int, head_hidden: int,
+    slot_channels: int = 0,
+):  # fmt: skip
+    """The GIN layers (``convs``), the slot reader (``slots``, where rows set values on nodes) and the
+    multi-task MLP (``head``) as one module."""
     from torch import nn
     from torch_geometric.nn import GINConv
 
@@ -82,14 +94,17 @@ def _network(in_channels: int, n_context: int, n_targets: int, hidden: int, laye
         )
 
     convs = nn.ModuleList(GINConv(mlp(in_channels if i == 0 else hidden)) for i in range(layers))
-    head = nn.Sequential(
-        nn.Linear(2 * hidden + n_context, head_hidden),
+    modules: dict[str, nn.Module] = {"convs": convs}
+    if slot_channels:
+        modules["slots"] = mlp(hidden + slot_channels)
+    modules["head"] = nn.Sequential(
+        nn.Linear(2 * hidden * (2 if slot_channels else 1) + n_context, head_hidden),
         nn.ReLU(),
         nn.Linear(head_hidden, head_hidden),
         nn.ReLU(),
         nn.Linear(head_hidden, n_targets),
     )
-    return nn.ModuleDict({"convs": convs, "head": head})
+    return nn.ModuleDict(modules)
 
 
 def _forward(net, graphs: _Packed, rows: np.ndarray, context):
@@ -108,12 +123,29 @@ def _forward(net, graphs: _Packed, rows: np.ndarray, context):
     pooled = torch.cat(
         [global_mean_pool(h, graph_of_node, size), global_add_pool(h, graph_of_node, size)], dim=1
     )
-    return net["head"](torch.cat([pooled[torch.from_numpy(inverse)], context[rows]], dim=1))
+    parts = [pooled[torch.from_numpy(inverse)]]
+    if graphs.slots is not None:
+        first = np.cumsum(graphs.nodes[distinct]) - graphs.nodes[distinct]  # each graph's first node
+        parts.append(_read_slots(net["slots"], h, first[inverse], graphs.slots.take(rows)))
+    return net["head"](torch.cat([*parts, context[rows]], dim=1))
 
 
-def _loss(predicted, z, weight, context, rank_weight: float):
-    """Weighted MSE per target over the rows that carry it, plus ``rank_weight`` times a pairwise ranking
-    loss.
+def _read_slots(mlp, h, first: np.ndarray, slots: Slots):
+    """Each row's slot nodes' states joined with the values it sets there, through ``mlp``, summed and
+    maxed over the row's used slots."""
+    import torch
+
+    used = torch.from_numpy(slots.node >= 0)
+    node = torch.from_numpy(np.where(slots.node >= 0, slots.node + first[:, None], 0))
+    states = mlp(torch.cat([h[node], torch.from_numpy(slots.values.astype(np.float32))], dim=2))
+    states = states * used[:, :, None]
+    peak = states.masked_fill(~used[:, :, None], float("-inf")).amax(dim=1)
+    return torch.cat([states.sum(dim=1), torch.nan_to_num(peak, neginf=0.0)], dim=1)
+
+
+def _loss(predicted, z, weight, context, rank_weight: float, binary):
+    """Weighted loss per target over the rows that carry it, plus ``rank_weight`` times a pairwise ranking
+    loss on the targets that are not binary.
 
     The ranking loss is RankNet's logistic loss between the rows of one context (device setting and
     dataset) on the sign of their difference, softened by ``RANK_TEMPERATURE``: its optimum is the true
@@ -122,9 +154,10 @@ def _loss(predicted, z, weight, context, rank_weight: float):
     import torch
     from torch.nn.functional import binary_cross_entropy_with_logits
 
-    loss = weighted_mse(predicted, z, weight)
-    if rank_weight == 0:
+    loss = weighted_loss(predicted, z, weight, binary)
+    if rank_weight == 0 or bool(binary.all()):
         return loss
+    predicted, z = predicted[:, ~binary], z[:, ~binary]
     present = ~torch.isnan(z)
     z = torch.nan_to_num(z)
     pairs = ((context[:, None] == context[None, :]) & ~torch.eye(len(z), dtype=torch.bool))[:, :, None]
@@ -172,7 +205,7 @@ class GnnFamily:
     def _build(self) -> None:
         self.net_ = _network(
             self.in_channels_, len(self.context_.columns), len(self.scaled_targets_.encodings),
-            self.hidden_channels, self.num_layers, self.head_hidden,
+            self.hidden_channels, self.num_layers, self.head_hidden, self.slot_channels_,
         )  # fmt: skip
 
     def fit(self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None) -> GnnFamily:
@@ -180,6 +213,7 @@ class GnnFamily:
 
         graphs = _Packed(features.graphs)
         self.in_channels_ = int(graphs.x.shape[1])
+        self.slot_channels_ = 0 if graphs.slots is None else int(graphs.slots.values.shape[2])
         self.scaled_targets_, standardized = TargetScaler.fit(self.targets, features, Y)
         Z = torch.from_numpy(standardized)
         self.context_ = ContextScaler.fit(features.X)
@@ -198,12 +232,15 @@ class GnnFamily:
         steps = self.epochs * -(-len(rows) // self.batch_size)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
         rng = np.random.default_rng(self.seed)
+        binary = torch.from_numpy(self.scaled_targets_.binary)
         with torch_threads(1):
             for _ in range(self.epochs):
                 order = rng.permutation(rows)
                 for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
                     predicted = _forward(self.net_, graphs, batch, context)
-                    loss = _loss(predicted, Z[batch], weights[batch], setting[batch], self.rank_weight)
+                    loss = _loss(
+                        predicted, Z[batch], weights[batch], setting[batch], self.rank_weight, binary
+                    )
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
@@ -228,6 +265,7 @@ class GnnFamily:
         state = {
             "params": self.get_params(),
             "in_channels": self.in_channels_,
+            "slot_channels": self.slot_channels_,
             **self.scaled_targets_.state(),
             **self.context_.state(),
         }
@@ -244,6 +282,7 @@ class GnnFamily:
         family = cls(targets=scaled_targets.targets, **params)
         family.scaled_targets_, family.context_ = scaled_targets, ContextScaler.from_state(state)
         family.in_channels_ = state.get("in_channels", LEGACY_IN_CHANNELS)
+        family.slot_channels_ = state.get("slot_channels", 0)  # saved before issue 14: no slots
         family._build()
         family.net_.load_state_dict(torch.load(directory / "gnn.pt", weights_only=True))
         return family
