@@ -7,20 +7,26 @@ A node is an LLVM instruction, variable, constant or pragma (``type``), with its
 Edges are directed, with ProGraML's ``flow`` (0 control, 1 data, 2 call; pragmas attach with their
 own flow) and ``position``. Reading uses the standard library's XML parser; a file that is not a
 well-formed graph is refused with the file named.
+
+A graph may also come as JSON, ``{"nodes": [{"text", "type", "full_text", ...}], "edges": [{"source",
+"target", "flow", "position"}]}`` (edge ends are node positions), and ``load_graph`` reads any of the
+three forms a canonical row or an API item carries: a file path, GEXF text or JSON text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 
-_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+)\}")
+_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+(?:_\d+)*)\}")
 _NODE_ATTRIBUTES = ("block", "function", "text", "type", "full_text")
 _EDGE_ATTRIBUTES = ("flow", "position")
 
@@ -40,6 +46,60 @@ class ProgramGraph:
         """Each pragma placeholder (``__PARA__L0``) and the node that carries it."""
         named = self.nodes["placeholder"]
         return {name: int(i) for i, name in named[named != ""].items()}
+
+
+#: Graphs kept parsed (a kernel's graph serves all its designs).
+GRAPH_CACHE = 256
+
+
+@lru_cache(maxsize=GRAPH_CACHE)
+def load_graph(spec: str) -> ProgramGraph:
+    """A program graph from a GEXF file's path, GEXF text (``<...``) or JSON text (``{...}``)."""
+    text = spec.lstrip()
+    if text.startswith("<"):
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise DataError(f"the graph is not well-formed GEXF: {exc}") from exc
+        return parse_gexf(root)
+    if text.startswith("{"):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"the graph is not valid JSON: {exc}") from exc
+        return parse_json(document)
+    return read_gexf(Path(spec))
+
+
+def parse_json(document: object) -> ProgramGraph:
+    """A program graph from its JSON form, or a DataError saying what is wrong with it."""
+    if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):
+        raise DataError('a JSON graph is an object with a "nodes" list and an "edges" list')
+    nodes_in, edges_in = document["nodes"], document.get("edges", [])
+    if not nodes_in:
+        raise DataError("graph: the graph has no nodes")
+    if not all(isinstance(n, dict) for n in nodes_in) or not isinstance(edges_in, list):
+        raise DataError('graph: each node is an object ({"text", "type", "full_text"}) and "edges" a list')
+    nodes = pd.DataFrame([{k: str(n.get(k, "")) for k in _NODE_ATTRIBUTES} for n in nodes_in])
+    _mark_placeholders(nodes)
+    try:
+        ends = np.array([[int(e["source"]), int(e["target"])] for e in edges_in], dtype=np.int64).reshape(
+            -1, 2
+        )
+        flow, position = (
+            np.array([int(e.get(k, 0)) for e in edges_in], dtype=np.int64) for k in _EDGE_ATTRIBUTES
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"graph: each edge needs integer source and target node positions ({exc})") from exc
+    if ((ends < 0) | (ends >= len(nodes))).any():
+        raise DataError(f"graph: edges name nodes the graph lacks (it has {len(nodes)} nodes)")
+    return ProgramGraph(nodes, ends.T.copy(), flow, position)
+
+
+def _mark_placeholders(nodes: pd.DataFrame) -> None:
+    nodes["placeholder"] = nodes["full_text"].map(
+        lambda t: m.group(1) if (m := _PLACEHOLDER.search(t)) else ""
+    )
 
 
 def read_gexf(path: Path) -> ProgramGraph:
@@ -68,9 +128,7 @@ def parse_gexf(root: ET.Element, name: str = "graph") -> ProgramGraph:
     ids = [node.get("id") for node in node_elements]
     values = [_values(node, "node", titles, namespace) for node in node_elements]
     nodes = pd.DataFrame([{k: v.get(k, "") for k in _NODE_ATTRIBUTES} for v in values])
-    nodes["placeholder"] = nodes["full_text"].map(
-        lambda t: m.group(1) if (m := _PLACEHOLDER.search(t)) else ""
-    )
+    _mark_placeholders(nodes)
     index = {node_id: i for i, node_id in enumerate(ids)}
     edge_elements = graph.findall(f"{namespace}edges/{namespace}edge")
     ends = [(edge.get("source"), edge.get("target")) for edge in edge_elements]

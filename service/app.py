@@ -9,7 +9,7 @@ from fastapi.routing import APIRoute
 from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import require_api_key
-from preflight.service.routes import devices, health, interference, nas, predict, tasks, whatif
+from preflight.service.routes import devices, fpga, health, interference, nas, predict, tasks, whatif
 from preflight.service.state import ServiceState
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
@@ -77,5 +77,6 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     app.include_router(nas.router, dependencies=secured)
     app.include_router(whatif.router, dependencies=secured)
     app.include_router(interference.router, dependencies=secured)
+    app.include_router(fpga.router, dependencies=secured)
     _metrics(app)
     return app

@@ -4,13 +4,14 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
+from preflight.data.fpga import BOARD, FpgaItem, Tool, design_pragmas
 from preflight.data.interference import KINDS, InterferenceItem, Neighbours
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
 from preflight.models.whatif import WhatIf
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
 
 MAX_ITEMS = 10_000
 
@@ -250,3 +251,76 @@ class PlaceResponse(BaseModel):
     best: str | None = Field(description="the host where the workload is predicted least slowed")
     coverage: float
     hosts: list[PlacedHost] = Field(description="least slowed first")
+
+
+class ResourceLimits(BaseModel):
+    """The share of the board each resource may take (HLSyn counts a design over 0.8 as not fitting)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lut: float = Field(0.8, gt=0, le=1)
+    ff: float = Field(0.8, gt=0, le=1)
+    dsp: float = Field(0.8, gt=0, le=1)
+    bram: float = Field(0.8, gt=0, le=1)
+
+
+class ExploreRequest(BaseModel):
+    """One kernel (by name or program graph) and the pragma settings to rank for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: str = Field(default="", description=FpgaItem.model_fields["kernel"].description)
+    graph: str | dict = Field(default="", description=FpgaItem.model_fields["graph"].description)
+    tool: Tool = "v20"
+    device: str = BOARD
+    designs: list[dict[str, int | str]] = Field(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="pragma settings, each as in an fpga item's pragmas",
+        examples=[[{"__PARA__L0": 1}, {"__PARA__L0": 4, "__PIPE__L0": "flatten"}]],
+    )
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    min_valid_probability: float = Field(0.5, ge=0, le=1, description="least P(valid) counted as fitting")
+    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+
+    _items: list[FpgaItem] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _settings_fit_the_graph(self) -> Self:
+        """One item per setting; a setting the graph cannot take names its index and knob."""
+        try:
+            base = FpgaItem(kernel=self.kernel, graph=self.graph, tool=self.tool, device=self.device)
+        except ValidationError as exc:
+            raise ValueError(
+                "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+            ) from None
+        placeholders = list(base.pragmas)
+        for i, design in enumerate(self.designs):
+            try:
+                self._items.append(base.model_copy(update={"pragmas": design_pragmas(design, placeholders)}))
+            except ValueError as exc:
+                raise ValueError(f"designs[{i}]: {exc}") from None
+        return self
+
+    @property
+    def items(self) -> list[FpgaItem]:
+        return self._items
+
+
+class ExploredDesign(BaseModel):
+    index: int = Field(description="the setting's position in the request's designs")
+    pragmas: dict[str, int | str] = Field(description="every knob's value, defaults filled in")
+    cycles: Estimate
+    resources: dict[str, Estimate] = Field(description="lut, ff, dsp, bram as fractions of the board")
+    valid: Estimate = Field(description="probability that synthesis succeeds and the design fits")
+    feasible: bool = Field(description="predicted to fit: P(valid) and every resource within the limits")
+    rank: int | None = Field(description="1: fewest cycles among the feasible; null when not feasible")
+    ood: bool
+    warnings: list[str]
+
+
+class ExploreResponse(BaseModel):
+    model: ModelInfoPublic
+    best: int | None = Field(description="index of the feasible setting with the fewest predicted cycles")
+    coverage: float
+    designs: list[ExploredDesign] = Field(description="feasible settings first, fewest cycles first")

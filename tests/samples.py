@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from preflight.data.sources import PUBLIC, local_gemm
 
+from tests.fpga import write_hlsyn
 from tests.interference import write_marla
 from tests.nas import write_hw_nas_bench, write_local_curves
 
@@ -37,6 +38,7 @@ SAMPLE_SOURCES: dict[str, Callable[[Path], dict[str, Path]]] = {
     "model-latency": lambda folder: {"neusight-traces": write_model_traces(folder)},
     "interference": lambda folder: {"marla": write_marla(folder)},
     "interference-trace": lambda folder: {"marla": write_marla(folder)},
+    "fpga": lambda folder: {"hlsyn": write_hlsyn(folder)},
 }
 
 

@@ -1,5 +1,5 @@
 """hlsyn: HLS designs of 35 PolyBench/MachSuite kernels, each a setting of its pragmas, synthesized
-with Xilinx SDx 2018.3 (``v18``) and Vitis 2020.2 (``v20``) (HLSyn, github ZongyueQin/HLSyn,
+for a Xilinx Alveo U200 with SDx 2018.3 (``v18``) and Vitis 2020.2 (``v20``) (HLSyn, github ZongyueQin/HLSyn,
 CC BY-SA 4.0: not shipped).
 
 ``hlsyn_designs.csv`` holds a row per (tool, kernel, design): the pragma values (``pragmas``, JSON:
@@ -7,7 +7,8 @@ CC BY-SA 4.0: not shipped).
 or empty when a loop has none, ``__TILE__L<i>`` tile factors), whether synthesis succeeded within
 the device (``valid``), and for valid designs the latency in cycles and the LUT/FF/DSP/BRAM use as
 fractions of the device. Each kernel's ProGraML graph lies beside the file in
-``hlsyn_raw/graphs/<kernel>_processed_result.gexf`` (``graph``: its path, empty where absent).
+``hlsyn_raw/graphs/<kernel>_processed_result.gexf`` (``graph``: its path, empty where absent;
+``kernel_graph``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from preflight.data.fpga import BOARD, TOOLS
 from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
 
 SOURCE = "hlsyn"
 FILE = "fpga/hlsyn_designs.csv"
 GRAPHS = Path("hlsyn_raw") / "graphs"
-TOOLS = ("v18", "v20")
 REQUIRED = ["tool_version", "kernel", "design_key", "valid", "perf_cycles", "util_LUT", "util_FF",
             "util_DSP", "util_BRAM", "pragmas"]  # fmt: skip
 #: Published column -> canonical target (resources as fractions of the device).
@@ -48,7 +49,8 @@ def load(path: Path) -> Loaded:
             "design": raw["design_key"].astype(str),
             "pragmas": pragmas.map(lambda p: json.dumps(p, sort_keys=True) if p is not None else ""),
             "valid": valid.astype(float),
-            "graph": kernel.map(lambda k: _graph(path.parent, k)),
+            "graph": kernel.map(lambda k: kernel_graph(path.parent, k)),
+            "device": BOARD,
         }
     )
     for column, target in TARGETS.items():  # only a design that fits has a latency and a footprint
@@ -73,6 +75,13 @@ def _pragmas(text: object) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _graph(folder: Path, kernel: str) -> str:
-    graph = folder / GRAPHS / f"{kernel}_processed_result.gexf"
-    return str(graph) if graph.is_file() else ""
+def kernel_graph(folder: Path, kernel: str) -> str:
+    """The path of a kernel's graph beside a designs file in ``folder`` ("" if there is none):
+    ``<kernel>_processed_result.gexf``, else the one MachSuite variant ``<kernel>_<variant>_...``
+    (``stencil`` → ``stencil_stencil2d``)."""
+    graphs = folder / GRAPHS
+    exact = graphs / f"{kernel}_processed_result.gexf"
+    if exact.is_file():
+        return str(exact)
+    variants = sorted(graphs.glob(f"{kernel}_*_processed_result.gexf"))
+    return str(variants[0]) if len(variants) == 1 else ""

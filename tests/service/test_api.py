@@ -16,6 +16,7 @@ def test_health_and_readiness(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["loaded"] == [
+        "fpga",
         "gemm",
         "interference",
         "interference-trace",
@@ -49,7 +50,7 @@ def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path)
 def test_tasks_list_schema_targets_and_champion(client):
     tasks = {t["name"]: t for t in client.get("/v1/tasks").json()}
     assert set(tasks) == {"gemm", "model-latency", "nas-accuracy", "nas-latency", "nas-curve", "interference",
-                          "interference-trace"}  # fmt: skip
+                          "interference-trace", "fpga"}  # fmt: skip
     gemm = tasks["gemm"]
     assert gemm["name"] == "gemm" and gemm["targets"]["runtime_ms"] == {
         "unit": "ms",
@@ -124,6 +125,7 @@ def test_unknown_device_and_task_get_404_listing_known_names(client):
     assert response.status_code == 404 and "NVIDIA GeForce RTX 4070" in response.json()["close_matches"]
     response = client.post("/v1/fpga-magic/predict", json={"items": []})
     assert response.status_code == 404 and response.json()["known"] == [
+        "fpga",
         "gemm",
         "interference",
         "interference-trace",

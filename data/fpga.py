@@ -1,0 +1,150 @@
+"""HLS designs for FPGAs: the pragma knobs a design sets on its kernel's program graph, and the item
+the API takes.
+
+A design is a kernel (its program graph, ``program_graph.py``) plus a value for each pragma
+placeholder of the graph: ``__PARA__L<i>`` a loop's parallel (unroll) factor, ``__PIPE__L<i>`` its
+pipeline mode and ``__TILE__L<i>`` its tile factor (Merlin's pragmas, as HLSyn sets them). A
+placeholder a design leaves out takes the value that leaves the loop as written (factor 1, ``off``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from preflight.data.errors import DataError
+from preflight.data.program_graph import load_graph
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: The kinds of knob, by the tag of their placeholder, with what each does.
+KNOBS: dict[str, str] = {
+    "PARA": "parallel factor: the loop unrolled this many ways (an integer from 1)",
+    "PIPE": "pipeline mode: off, '' (pipelined), cg (coarse-grained), fg (fine-grained), flatten",
+    "TILE": "tile factor: the loop strip-mined into tiles of this many iterations (an integer from 1)",
+}
+PIPELINE_MODES: tuple[str, ...] = ("off", "", "cg", "fg", "flatten")
+#: What a knob the design does not set is taken to be.
+DEFAULTS: dict[str, int | str] = {"PARA": 1, "PIPE": "off", "TILE": 1}
+#: Largest parallel or tile factor accepted (HLSyn's largest is 400, a whole loop).
+MAX_FACTOR = 1 << 16
+TOOLS: tuple[str, ...] = ("v18", "v20")
+#: The board HLSyn's designs were synthesized for, and a design's board unless it names another.
+BOARD = "xilinx-alveo-u200"
+Tool = Literal["v18", "v20"]
+
+
+def knob_kind(placeholder: str) -> str:
+    """``PARA``, ``PIPE`` or ``TILE`` for a placeholder name such as ``__PARA__L0``."""
+    kind = placeholder[2:6]
+    if not (placeholder.startswith("__") and placeholder[6:9] == "__L" and kind in KNOBS):
+        raise ValueError(f"{placeholder!r} is not a pragma placeholder (__PARA__L0, __PIPE__L1, ...)")
+    return kind
+
+
+def knob_value(placeholder: str, value: object) -> int | str:
+    """A knob's value, checked for its kind; the error names the knob and what it takes."""
+    kind = knob_kind(placeholder)
+    if kind == "PIPE":
+        if value not in PIPELINE_MODES:
+            modes = ", ".join(repr(m) for m in PIPELINE_MODES)
+            raise ValueError(f"pragmas.{placeholder}: a pipeline mode is one of {modes}, not {value!r}")
+        return str(value)
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise ValueError(f"pragmas.{placeholder}: a {KNOBS[kind].split(':')[0]} is an integer, not {value!r}")
+    factor = int(value)
+    if not 1 <= factor <= MAX_FACTOR:
+        raise ValueError(f"pragmas.{placeholder}: a factor lies in [1, {MAX_FACTOR}], not {factor}")
+    return factor
+
+
+def design_pragmas(pragmas: Mapping[str, object], placeholders: Collection[str]) -> dict[str, int | str]:
+    """A design's value for every placeholder of its graph: the given ones checked, the rest defaulted.
+    A pragma the graph has no placeholder for is an error that names it."""
+    if unknown := sorted(set(pragmas) - set(placeholders)):
+        raise ValueError(
+            f"pragmas.{unknown[0]}: the graph has no placeholder for it"
+            + (f" ({len(unknown) - 1} more unknown)" if len(unknown) > 1 else "")
+            + f"; its placeholders: {', '.join(sorted(placeholders)) or 'none'}"
+        )
+    return {
+        name: knob_value(name, pragmas[name]) if name in pragmas else DEFAULTS[knob_kind(name)]
+        for name in sorted(placeholders)
+    }
+
+
+@lru_cache(maxsize=8)
+def known_kernels(datasets: Path | None) -> dict[str, str]:
+    """Kernels whose program graphs the configured datasets hold, with each graph's path (read once
+    per datasets folder)."""
+    from preflight.data.sources import hlsyn
+
+    folder = None if datasets is None else datasets / Path(hlsyn.FILE).parent
+    if folder is None or not (folder / hlsyn.GRAPHS).is_dir():
+        return {}
+    names = {p.name.removesuffix("_processed_result.gexf") for p in (folder / hlsyn.GRAPHS).glob("*.gexf")}
+    kernels = names | {n.split("_")[0] for n in names}  # a MachSuite variant answers to its kernel
+    return {k: path for k in sorted(kernels) if (path := hlsyn.kernel_graph(folder, k))}
+
+
+class FpgaItem(BaseModel):
+    """One HLS design: a kernel (by name, or by its program graph) and its pragma values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: str = Field(
+        default="",
+        description="a kernel whose graph the service's datasets hold (HLSyn's: 2mm, gemm-p...), or a "
+        "name for the graph given",
+        examples=["gemm-p"],
+    )
+    graph: str | dict = Field(
+        default="",
+        description="the kernel's ProGraML program graph with pragma placeholder nodes: GEXF text, or "
+        '{"nodes": [{"text", "type", "full_text"}], "edges": [{"source", "target", "flow"}]}; '
+        "empty: the named kernel's known graph",
+    )
+    pragmas: dict[str, int | str] = Field(
+        default_factory=dict,
+        description="a value per placeholder (__PARA__L0: 4, __PIPE__L1: 'flatten', __TILE__L0: 2); "
+        "one left out leaves its loop as written",
+        examples=[{"__PARA__L0": 4, "__PIPE__L0": "off", "__TILE__L0": 1}],
+    )
+    tool: Tool = Field(default="v20", description="v18: SDx 2018.3; v20: Vitis 2020.2")
+    device: str = Field(default=BOARD, description="the FPGA board (a catalogue device of kind fpga)")
+
+    @model_validator(mode="after")
+    def _resolve(self) -> FpgaItem:
+        """The graph resolved (from the kernel's name where none is given) and parsed, and the pragmas
+        checked against its placeholders."""
+        if isinstance(self.graph, dict):
+            self.graph = json.dumps(self.graph, sort_keys=True)
+        if not self.graph:
+            self.graph = _known_graph(self.kernel)
+        elif not self.graph.lstrip().startswith(("<", "{")):  # never a path on the server's disk
+            raise ValueError("graph: GEXF text (<gexf ...>) or a JSON object of nodes and edges")
+        elif not self.kernel:
+            self.kernel = "graph:" + hashlib.sha256(self.graph.encode()).hexdigest()[:10]
+        try:
+            graph = load_graph(self.graph)
+        except DataError as exc:
+            raise ValueError(f"graph: {exc}") from exc
+        self.pragmas = design_pragmas(self.pragmas, graph.placeholders)
+        return self
+
+
+def _known_graph(kernel: str) -> str:
+    from preflight.data.settings import Settings
+
+    known = known_kernels(Settings().datasets)
+    if kernel in known:
+        return known[kernel]
+    if not kernel:
+        raise ValueError("kernel or graph: give a known kernel's name or the kernel's program graph")
+    listed = (
+        ", ".join(known) if known else "none (set PREFLIGHT_DATASETS to HLSyn's graphs, or send the graph)"
+    )
+    raise ValueError(f"kernel: no program graph is known for {kernel!r}; known kernels: {listed}")

@@ -1,0 +1,74 @@
+"""FPGA synthesis: the latency and resource use of an HLS design, and whether it fits at all, before
+hours of synthesis.
+
+A design is a kernel's program graph with a value for each of its pragmas (``data/fpga.py``). A
+hardware engineer exploring pragma settings brings a kernel the model has not seen, so the split
+holds kernels out by default. Resources are fractions of the board's (a catalogue device of kind
+``fpga``); ``valid`` is the probability that synthesis succeeds within them, and the other targets are
+learned on the designs that did (only those have a latency and a footprint).
+"""
+
+from __future__ import annotations
+
+from preflight.data.fpga import FpgaItem
+from preflight.features import fpga as fpga_features
+from preflight.models.targets import Target
+from preflight.models.task import Task, register
+
+
+def _resource(name: str) -> Target:
+    return Target(
+        "fraction of the device",
+        "log1p",
+        lower=0.0,
+        upper=1.0,
+        zero_ok=True,
+        description=f"{name} used, as a fraction of the board's",
+    )
+
+
+def with_graph(table):
+    """Designs whose kernel's program graph was found (every family reads the graph's statistics)."""
+    return table[table["graph"].astype(str) != ""]
+
+
+FPGA = register(
+    Task(
+        name="fpga",
+        item=FpgaItem,
+        targets={
+            "cycles": Target("cycles", "log", lower=0.0, description="latency of the design in clock cycles"),
+            "lut": _resource("look-up tables"),
+            "ff": _resource("flip-flops"),
+            "dsp": _resource("DSP slices"),
+            "bram": _resource("block RAM"),
+            "valid": Target(
+                "probability",
+                "binary",
+                lower=0.0,
+                upper=1.0,
+                description="synthesis succeeds and the design fits the board",
+            ),
+        },
+        sources=("hlsyn",),
+        featurize=fpga_features.design,
+        # design: every design its own group, i.e. a random split (kernels seen), for scale only
+        groups={
+            "kernel": ("kernel",),
+            "tool": ("tool",),
+            "kernel-tool": ("kernel", "tool"),
+            "design": ("design",),
+        },
+        group_key="kernel",
+        families=("tree", "gnn", "linear"),
+        default_family="tree",
+        baseline="linear",
+        metric="rmse_log10",
+        seen_columns=("kernel",),
+        max_rows_per_source=40_000,
+        select=with_graph,
+        # a design is a row: 8 epochs over ~25k designs (~80 s on one core) learn what 100 over a few
+        # thousand architectures do
+        family_params={"gnn": {"epochs": 8, "batch_size": 256}},
+    )
+)

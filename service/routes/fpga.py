@@ -1,0 +1,36 @@
+"""``POST /v1/fpga/explore``: pragma settings of one kernel ranked by predicted cycles among those
+predicted to fit the board."""
+
+from dataclasses import asdict
+
+from fastapi import APIRouter
+from preflight.models.explore import explore
+from preflight.models.task import get_task
+from preflight.service.deps import StateDep
+from preflight.service.schemas import ExploreRequest, ExploreResponse, ModelInfoPublic
+
+router = APIRouter(tags=["fpga"])
+
+
+@router.post("/v1/fpga/explore", response_model=ExploreResponse)
+def explore_designs(body: ExploreRequest, state: StateDep) -> ExploreResponse:
+    """Each setting's cycles, resources and P(valid) with intervals; the feasible ones (P(valid) and
+    every resource within the limits) first, fewest cycles first; ``best`` is the first of them."""
+    task = get_task("fpga")
+    champion = state.champion(task.name)
+    limits = body.limits.model_dump()
+    explored = explore(
+        task,
+        champion.predictor,
+        state.catalogue,
+        body.items,
+        limits,
+        body.min_valid_probability,
+        body.coverage,
+    )
+    return ExploreResponse(
+        model=ModelInfoPublic(**vars(champion.info)),
+        best=next((e.index for e in explored if e.rank is not None), None),
+        coverage=body.coverage,
+        designs=[asdict(e) for e in explored],
+    )
