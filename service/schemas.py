@@ -8,6 +8,7 @@ from preflight.data.fpga import BOARD, FpgaItem, Tool, design_pragmas
 from preflight.data.interference import KINDS, InterferenceItem, Neighbours
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
+from preflight.models.explore import LIKELY_SHARE
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
 from preflight.models.whatif import WhatIf
@@ -280,7 +281,16 @@ class ExploreRequest(BaseModel):
         examples=[[{"__PARA__L0": 1}, {"__PARA__L0": 4, "__PIPE__L0": "flatten"}]],
     )
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
-    min_valid_probability: float = Field(0.5, ge=0, le=1, description="least P(valid) counted as fitting")
+    likely_valid_share: float = Field(
+        LIKELY_SHARE,
+        gt=0,
+        le=1,
+        description="count as fitting only this share of the settings, those most likely valid (for a "
+        "kernel never seen, probabilities shift as a whole but keep much of their order)",
+    )
+    min_valid_probability: float | None = Field(
+        None, ge=0, le=1, description="also require at least this P(valid); none: the share alone"
+    )
     coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
 
     _items: list[FpgaItem] = PrivateAttr(default_factory=list)
@@ -313,7 +323,7 @@ class ExploredDesign(BaseModel):
     cycles: Estimate
     resources: dict[str, Estimate] = Field(description="lut, ff, dsp, bram as fractions of the board")
     valid: Estimate = Field(description="probability that synthesis succeeds and the design fits")
-    feasible: bool = Field(description="predicted to fit: P(valid) and every resource within the limits")
+    feasible: bool = Field(description="predicted to fit: likely valid and every resource within the limits")
     rank: int | None = Field(description="1: fewest cycles among the feasible; null when not feasible")
     ood: bool
     warnings: list[str]

@@ -14,8 +14,8 @@ router = APIRouter(tags=["fpga"])
 
 @router.post("/v1/fpga/explore", response_model=ExploreResponse)
 def explore_designs(body: ExploreRequest, state: StateDep) -> ExploreResponse:
-    """Each setting's cycles, resources and P(valid) with intervals; the feasible ones (P(valid) and
-    every resource within the limits) first, fewest cycles first; ``best`` is the first of them."""
+    """Each setting's cycles, resources and P(valid) with intervals; the feasible ones (among the most
+    likely valid, every resource within its limit) first, fewest cycles first; ``best`` is the first."""
     task = get_task("fpga")
     champion = state.champion(task.name)
     limits = body.limits.model_dump()
@@ -26,6 +26,7 @@ def explore_designs(body: ExploreRequest, state: StateDep) -> ExploreResponse:
         body.items,
         limits,
         body.min_valid_probability,
+        body.likely_valid_share,
         body.coverage,
     )
     return ExploreResponse(
