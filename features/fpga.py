@@ -39,6 +39,8 @@ VOCABULARY: tuple[str, ...] = (
 NODE_CHANNELS = NODE_KINDS + len(VOCABULARY) + 1 + 1  # + other text, + log2 of the stated size
 #: Slot channels: log2 parallel factor, log2 tile factor, pipeline mode one-hot.
 SLOT_CHANNELS = 2 + len(PIPELINE_MODES)
+#: Knobs of each kind given a column of their own, by position (the rest enter the statistics only).
+POSITIONS = {"PARA": 8, "PIPE": 6, "TILE": 3}
 _ARRAY = re.compile(r"\[(\d+) x ")
 _CONSTANT = re.compile(r"(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*$")
 
@@ -219,6 +221,25 @@ def pragma_statistics(pragmas: Sequence[Mapping[str, object]], trips: list[dict[
     return pd.DataFrame([_pragma_statistics(p, t) for p, t in zip(pragmas, trips)])
 
 
+def _positional(pragmas: Mapping[str, object], trips: dict[str, float]) -> dict[str, float]:
+    """Each kind's first knobs in placeholder order (outer loops first), by position: the value (log2
+    of a factor, the index of a pipeline mode) and the loop's trip count (log2); NaN past a kernel's
+    last knob. Positions mean different loops in different kernels, but within a kernel they say
+    which loop a value is set on."""
+    out = {}
+    for kind, count in POSITIONS.items():
+        names = sorted(n for n in pragmas if knob_kind(n) == kind)
+        for i in range(count):
+            name = names[i] if i < len(names) else None
+            value = pragmas[name] if name else None
+            code = PIPELINE_MODES.index(str(value)) if kind == "PIPE" and value in PIPELINE_MODES else None
+            out[f"{kind.lower()}_{i}"] = (
+                np.nan if name is None else float(code) if kind == "PIPE" else _log2(_factor(value))
+            )
+            out[f"{kind.lower()}_{i}_trip_log2"] = np.nan if name is None else _log2(trips.get(name, 0.0))
+    return out
+
+
 def _pragma_statistics(pragmas: Mapping[str, object], trips: dict[str, float]) -> dict[str, float]:
     """Unrolling as log2 factors and as the share of each loop unrolled; the iterations left to run in
     sequence (log2 of trip over factor, summed: a latency scale); pipelining by mode, and the trip
@@ -250,4 +271,5 @@ def _pragma_statistics(pragmas: Mapping[str, object], trips: dict[str, float]) -
         "tile_loops": float((tile > 0).sum()),
         "flattened_trip_log2": flattened,
         **{f"pipeline_{mode or 'on'}": count for mode, count in modes.items()},
+        **_positional(pragmas, trips),
     }

@@ -55,6 +55,8 @@ def test_loop_bounds_and_unrolling_are_read_from_the_graph():
     assert X["fully_unrolled_loops"] == 1 and X["unrolled_share_max"] == 1
     assert X["sequential_log2"] == np.log2(64 / 4) + np.log2(64)
     assert X["graph_loop_trip_log2"] == 6 + 6 + 5
+    assert (X["para_0"], X["para_1"], X["para_2"], X["para_2_trip_log2"]) == (2, 0, 5, 5)  # by position
+    assert X["pipe_0"] == 0 and np.isnan(X["tile_1"]) and np.isnan(X["para_3"])  # past the last knob
 
 
 def test_a_graph_as_json_gives_the_features_of_its_gexf():
