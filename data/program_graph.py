@@ -49,7 +49,9 @@ class ProgramGraph:
 
 
 #: Graphs kept parsed (a kernel's graph serves all its designs).
-GRAPH_CACHE = 256
+GRAPH_CACHE = 64
+#: The largest graph accepted (HLSyn's largest has 1,720 nodes and about 2,900 edges).
+MAX_NODES, MAX_EDGES = 50_000, 200_000
 
 
 @lru_cache(maxsize=GRAPH_CACHE)
@@ -78,6 +80,7 @@ def parse_json(document: object) -> ProgramGraph:
     nodes_in, edges_in = document["nodes"], document.get("edges", [])
     if not nodes_in:
         raise DataError("graph: the graph has no nodes")
+    _check_size(len(nodes_in), len(edges_in) if isinstance(edges_in, list) else 0, "graph")
     if not all(isinstance(n, dict) for n in nodes_in) or not isinstance(edges_in, list):
         raise DataError('graph: each node is an object ({"text", "type", "full_text"}) and "edges" a list')
     nodes = pd.DataFrame([{k: str(n.get(k, "")) for k in _NODE_ATTRIBUTES} for n in nodes_in])
@@ -89,11 +92,18 @@ def parse_json(document: object) -> ProgramGraph:
         flow, position = (
             np.array([int(e.get(k, 0)) for e in edges_in], dtype=np.int64) for k in _EDGE_ATTRIBUTES
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
         raise DataError(f"graph: each edge needs integer source and target node positions ({exc})") from exc
     if ((ends < 0) | (ends >= len(nodes))).any():
         raise DataError(f"graph: edges name nodes the graph lacks (it has {len(nodes)} nodes)")
     return ProgramGraph(nodes, ends.T.copy(), flow, position)
+
+
+def _check_size(nodes: int, edges: int, name: str) -> None:
+    if nodes > MAX_NODES or edges > MAX_EDGES:
+        raise DataError(
+            f"{name}: {nodes} nodes and {edges} edges; at most {MAX_NODES} nodes and {MAX_EDGES} edges"
+        )
 
 
 def _mark_placeholders(nodes: pd.DataFrame) -> None:
@@ -123,6 +133,7 @@ def parse_gexf(root: ET.Element, name: str = "graph") -> ProgramGraph:
         for a in block.findall(f"{namespace}attribute")
     }
     node_elements = graph.findall(f"{namespace}nodes/{namespace}node")
+    _check_size(len(node_elements), len(graph.findall(f"{namespace}edges/{namespace}edge")), name)
     if not node_elements:
         raise DataError(f"{name}: the graph has no nodes")
     ids = [node.get("id") for node in node_elements]
@@ -154,7 +165,9 @@ def _values(element: ET.Element, kind: str, titles: dict, namespace: str) -> dic
 
 
 def _integer(text: str | None) -> int:
+    """An edge attribute as an int64 (0 where it is not one)."""
     try:
-        return int(text or 0)
+        value = int(text or 0)
     except ValueError:
         return 0
+    return value if -(2**63) <= value < 2**63 else 0

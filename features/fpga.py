@@ -12,6 +12,7 @@ factors and the pipeline mode, one-hot. The graph is only read from the path or 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -39,6 +40,8 @@ VOCABULARY: tuple[str, ...] = (
 NODE_CHANNELS = NODE_KINDS + len(VOCABULARY) + 1 + 1  # + other text, + log2 of the stated size
 #: Slot channels: log2 parallel factor, log2 tile factor, pipeline mode one-hot.
 SLOT_CHANNELS = 2 + len(PIPELINE_MODES)
+#: Sizes a graph states (constants, array elements) are read up to this (2^64: beyond any FPGA's memory).
+MAX_SIZE = 2.0**64
 #: Knobs of each kind given a column of their own, by position (the rest enter the statistics only).
 POSITIONS = {"PARA": 8, "PIPE": 6, "TILE": 3}
 _ARRAY = re.compile(r"\[(\d+) x ")
@@ -110,9 +113,8 @@ def _log2(value: float) -> float:
 def stated_size(text: str, full_text: str, kind: int) -> float:
     """log2 of the size a node states: a constant's magnitude, an array type's element count."""
     if kind == 2 and (m := _CONSTANT.search(full_text)):
-        return float(np.log2(1 + abs(float(m.group(1)))))
-    dims = [int(d) for d in _ARRAY.findall(text)]
-    return float(np.log2(np.prod(dims))) if dims else 0.0
+        return min(math.log2(1 + min(abs(float(m.group(1))), MAX_SIZE)), math.log2(MAX_SIZE))
+    return min(sum(math.log2(max(int(d), 1)) for d in _ARRAY.findall(text)), math.log2(MAX_SIZE))
 
 
 def text_class(text: str) -> str:
@@ -147,10 +149,16 @@ def design_slots(graphs: list[ProgramGraph], pragmas: Sequence[Mapping[str, obje
     node = np.full((len(graphs), width), -1, dtype=np.int64)
     values = np.zeros((len(graphs), width, SLOT_CHANNELS), dtype=np.float32)
     for row, (graph, design_values) in enumerate(zip(graphs, pragmas)):
-        for slot, (name, position) in enumerate(sorted(graph.placeholders.items())):
+        for slot, name in enumerate(sorted(graph.placeholders, key=loop_order)):
+            position = graph.placeholders[name]
             node[row, slot] = position
             values[row, slot] = slot_values(name, design_values.get(name))
     return Slots(node, values)
+
+
+def loop_order(placeholder: str) -> tuple[int, ...]:
+    """A placeholder's loop as numbers (``__PARA__L0_10`` → (0, 10)): outer loops first, L2 before L10."""
+    return tuple(int(part) for part in placeholder[9:].split("_") if part.isdigit())
 
 
 def slot_values(placeholder: str, value: object) -> np.ndarray:
@@ -177,7 +185,7 @@ def loop_trips(graph: ProgramGraph) -> dict[str, float]:
             for j in joined.tolist()
             if nodes["text"].iat[j] == "icmp" and (m := _CONSTANT.search(nodes["full_text"].iat[j]))
         ]
-        trips[name] = max(bounds, default=0.0)
+        trips[name] = min(max(bounds, default=0.0), MAX_SIZE)
     return trips
 
 
@@ -228,11 +236,11 @@ def _positional(pragmas: Mapping[str, object], trips: dict[str, float]) -> dict[
     which loop a value is set on."""
     out = {}
     for kind, count in POSITIONS.items():
-        names = sorted(n for n in pragmas if knob_kind(n) == kind)
+        names = sorted((n for n in pragmas if knob_kind(n) == kind), key=loop_order)
         for i in range(count):
             name = names[i] if i < len(names) else None
             value = pragmas[name] if name else None
-            code = PIPELINE_MODES.index(str(value)) if kind == "PIPE" and value in PIPELINE_MODES else None
+            code = PIPELINE_MODES.index(str(value) if value in PIPELINE_MODES else "off")
             out[f"{kind.lower()}_{i}"] = (
                 np.nan if name is None else float(code) if kind == "PIPE" else _log2(_factor(value))
             )

@@ -140,7 +140,9 @@ class Conformal:
                 self._platt = (1.0, 0.0)
             else:
                 model = LogisticRegression().fit(_logit(self.estimates_)[:, None], labels)
-                self._platt = (float(model.coef_[0, 0]), float(model.intercept_[0]))
+                slope, intercept = float(model.coef_[0, 0]), float(model.intercept_[0])
+                # a slope at or below 0 would reverse the ranking: keep the estimates as they are
+                self._platt = (slope, intercept) if slope > 0 else (1.0, 0.0)
         return self._platt
 
     def interval(

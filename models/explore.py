@@ -96,5 +96,5 @@ def feasible(
         fits &= (grouped.rank(pct=True, method="max") > 1 - likely_share).to_numpy()
     for resource, limit in limits.items():
         if resource in values:
-            fits &= ~(values[resource] > limit).to_numpy()
+            fits &= (values[resource] <= limit).to_numpy()  # no estimate: not known to fit
     return fits

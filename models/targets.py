@@ -134,7 +134,7 @@ class Encoding:
     @classmethod
     def choose(cls, target: Target, reference: pd.Series, relative: bool) -> Encoding:
         """Relative where the family asks for it and every training row has a usable reference."""
-        usable = len(reference) > 0 and bool(target.present(reference).all())
+        usable = len(reference) > 0 and bool(target.present(reference).all()) and not target.binary
         return cls(target, relative and usable)
 
     def encode(self, y: pd.Series, reference: pd.Series) -> np.ndarray:

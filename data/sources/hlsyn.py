@@ -4,7 +4,7 @@ CC BY-SA 4.0: not shipped).
 
 ``hlsyn_designs.csv`` holds a row per (tool, kernel, design): the pragma values (``pragmas``, JSON:
 ``__PARA__L<i>`` parallel factors, ``__PIPE__L<i>`` pipeline modes ``off``/``cg``/``fg``/``flatten``
-or empty when a loop has none, ``__TILE__L<i>`` tile factors), whether synthesis succeeded within
+or empty for Merlin's default pipeline, ``__TILE__L<i>`` tile factors), whether synthesis succeeded within
 the device (``valid``), and for valid designs the latency in cycles and the LUT/FF/DSP/BRAM use as
 fractions of the device. Each kernel's ProGraML graph lies beside the file in
 ``hlsyn_raw/graphs/<kernel>_processed_result.gexf`` (``graph``: its path, empty where absent;

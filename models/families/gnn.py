@@ -14,8 +14,8 @@ distinct graph all the same, and each row reads the final states of its slot nod
 values it sets there, through an MLP, summed and maxed over its slots (late fusion: message passing
 is shared by a kernel's designs, so an epoch costs the kernels, not the designs).
 
-Each target is encoded on its declared scale and standardized (a binary target is learned as a
-logit with the logistic loss). The loss is a per-target MSE over the
+Each target is encoded on its declared scale and standardized (a binary target is left 0/1 and
+learned as a logit). The loss is a per-target MSE (the logistic loss for a binary target) over the
 rows that carry the target plus, weighted by ``rank_weight``, a pairwise logistic ranking loss between
 rows of the same context (equal ``ctx_*`` values: device setting and dataset): users rank candidates.
 Training is seeded and runs on one CPU thread, so two fits give identical predictions. torch is
@@ -135,6 +135,8 @@ def _read_slots(mlp, h, first: np.ndarray, slots: Slots):
     maxed over the row's used slots."""
     import torch
 
+    if slots.node.shape[1] == 0:  # graphs without a placeholder: nothing set on them
+        return torch.zeros(len(first), 2 * mlp[-1].normalized_shape[0])
     used = torch.from_numpy(slots.node >= 0)
     node = torch.from_numpy(np.where(slots.node >= 0, slots.node + first[:, None], 0))
     states = mlp(torch.cat([h[node], torch.from_numpy(slots.values.astype(np.float32))], dim=2))

@@ -37,7 +37,7 @@ def test_pragma_values_sit_on_their_placeholder_nodes():
     features = fpga.design(_rows({"__PARA__L1": 8, "__PIPE__L2": "flatten"}, {}), Catalogue.load())
     graph, slots = load_graph(GEMM), features.graphs.slots
     assert features.graphs.index.tolist() == [0, 0]  # one graph for both designs
-    where = dict(zip(sorted(graph.placeholders), range(len(graph.placeholders))))
+    where = {name: slot for slot, name in enumerate(sorted(graph.placeholders, key=fpga.loop_order))}
     assert slots.node[0, where["__PARA__L1"]] == graph.placeholders["__PARA__L1"]
     assert slots.values[0, where["__PARA__L1"], 0] == 3  # log2 8
     assert slots.values[1, where["__PARA__L1"], 0] == 0  # not set: the loop as written
@@ -91,6 +91,8 @@ def test_pragmas_the_graph_cannot_take_are_refused_by_name(pragmas, message):
         ({"nodes": [{"text": "load"}], "edges": [{"source": 0, "target": 5}]}, "edges name nodes"),
         ({"nodes": [{"text": "load"}], "edges": [{"source": "a"}]}, "integer source and target"),
         ("/etc/passwd", "GEXF text"),
+        ({"nodes": [{"text": "load"}], "edges": [{"source": float("inf"), "target": 0}]}, "integer source"),
+        ({"nodes": [{"text": "load"}] * 50_001}, "at most 50000 nodes"),
     ],
 )
 def test_malformed_graphs_are_refused(graph, message):
@@ -109,3 +111,10 @@ def test_a_design_is_for_an_fpga():
     rows = _rows({}).assign(device="NVIDIA A100-SXM4-40GB")
     with pytest.raises(DataError, match="synthesized for an FPGA"):
         fpga.design(rows, Catalogue.load())
+
+
+def test_stated_sizes_stay_finite():
+    assert fpga.stated_size("[0 x i32]*", "", 1) == 0
+    assert fpga.stated_size("[99999999999999999999 x [9999999999 x i32]]*", "", 1) == 64
+    assert fpga.stated_size("i32", "i32 1e999", 2) == 64
+    assert fpga.loop_order("__PARA__L10") > fpga.loop_order("__PARA__L2")
