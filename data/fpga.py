@@ -70,10 +70,17 @@ def design_pragmas(pragmas: Mapping[str, object], placeholders: Collection[str])
             + (f" ({len(unknown) - 1} more unknown)" if len(unknown) > 1 else "")
             + f"; its placeholders: {', '.join(sorted(placeholders)) or 'none'}"
         )
-    return {
-        name: knob_value(name, pragmas[name]) if name in pragmas else DEFAULTS[knob_kind(name)]
-        for name in sorted(placeholders)
-    }
+    return {name: knob_value(name, value) for name, value in with_defaults(pragmas, placeholders).items()}
+
+
+def with_defaults(pragmas: Mapping[str, object], placeholders: Collection[str]) -> dict[str, object]:
+    """A value for every placeholder: the design's, else the loop as written (unchecked)."""
+    return {name: pragmas.get(name, DEFAULTS[knob_kind(name)]) for name in sorted(placeholders)}
+
+
+def pipeline_mode(value: object) -> str:
+    """A pipeline knob's mode, ``off`` for a value that names none."""
+    return str(value) if value in PIPELINE_MODES else "off"
 
 
 @lru_cache(maxsize=8)

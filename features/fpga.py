@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import DataError
-from preflight.data.fpga import BOARD, DEFAULTS, PIPELINE_MODES, knob_kind
+from preflight.data.fpga import BOARD, PIPELINE_MODES, knob_kind, pipeline_mode, with_defaults
 from preflight.data.program_graph import ProgramGraph, load_graph
 from preflight.features import CONTEXT_PREFIX, Features, GraphArrays, Graphs, Slots
 
@@ -55,11 +55,11 @@ def design(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     graphs = [load_graph(spec) for spec in keys]
     trips = [loop_trips(g) for g in graphs]
     index = specs.map({k: i for i, k in enumerate(keys)}).to_numpy(dtype=np.int64)
-    pragmas = [_every_knob(_as_dict(p), graphs[i]) for p, i in zip(rows["pragmas"], index)]
+    pragmas = [with_defaults(_as_dict(p), graphs[i].placeholders) for p, i in zip(rows["pragmas"], index)]
     tool = (rows["tool"].astype(str) == "v20").to_numpy(dtype=float)
     X = pd.concat(
         [
-            graph_statistics(graphs).iloc[index].reset_index(drop=True),
+            graph_statistics(graphs, trips).iloc[index].reset_index(drop=True),
             pragma_statistics(pragmas, [trips[i] for i in index]),
             pd.DataFrame({f"{CONTEXT_PREFIX}tool_v20": tool}),
         ],
@@ -90,11 +90,6 @@ def boards(rows: pd.DataFrame, catalogue: Catalogue) -> np.ndarray:
     if wrong := [f"{n} ({d.kind})" for n, d in resolved.items() if d.kind != "fpga"]:
         raise DataError(f"device: an HLS design is synthesized for an FPGA, not {', '.join(wrong)}")
     return names.map({n: d.id for n, d in resolved.items()}).to_numpy()
-
-
-def _every_knob(pragmas: Mapping[str, object], graph: ProgramGraph) -> dict[str, object]:
-    """A value for each placeholder of the graph: the design's, else the loop as written."""
-    return {name: pragmas.get(name, DEFAULTS[knob_kind(name)]) for name in graph.placeholders}
 
 
 def _as_dict(pragmas: object) -> Mapping[str, object]:
@@ -166,7 +161,7 @@ def slot_values(placeholder: str, value: object) -> np.ndarray:
     out = np.zeros(SLOT_CHANNELS, dtype=np.float32)
     kind = knob_kind(placeholder)
     if kind == "PIPE":
-        out[2 + PIPELINE_MODES.index(str(value) if value in PIPELINE_MODES else "off")] = 1
+        out[2 + PIPELINE_MODES.index(pipeline_mode(value))] = 1
     else:
         out[0 if kind == "PARA" else 1] = _log2(_factor(value))
     return out
@@ -189,12 +184,12 @@ def loop_trips(graph: ProgramGraph) -> dict[str, float]:
     return trips
 
 
-def graph_statistics(graphs: list[ProgramGraph]) -> pd.DataFrame:
+def graph_statistics(graphs: list[ProgramGraph], trips: list[dict[str, float]]) -> pd.DataFrame:
     """Per graph: its size, loops, operations by class, and the sizes its constants and arrays state."""
-    return pd.DataFrame([_graph_statistics(g) for g in graphs])
+    return pd.DataFrame([_graph_statistics(g, t) for g, t in zip(graphs, trips)])
 
 
-def _graph_statistics(graph: ProgramGraph) -> dict[str, float]:
+def _graph_statistics(graph: ProgramGraph, trips: dict[str, float]) -> dict[str, float]:
     nodes = graph.nodes
     kinds = pd.to_numeric(nodes["type"], errors="coerce").fillna(0).astype(int)
     text = nodes["text"]
@@ -216,9 +211,7 @@ def _graph_statistics(graph: ProgramGraph) -> dict[str, float]:
         "graph_calls": float((text == "call").sum()),
         "graph_largest_constant": float(constants.max(initial=0.0)),
         "graph_constant_sizes": float(constants.sum()),
-        "graph_loop_trip_log2": float(
-            sum(_log2(t) for n, t in loop_trips(graph).items() if knob_kind(n) == "PARA")
-        ),
+        "graph_loop_trip_log2": float(sum(_log2(t) for n, t in trips.items() if knob_kind(n) == "PARA")),
         "graph_largest_array": float(arrays.max(initial=0.0)),
         "graph_array_elements": _log2(float((2.0 ** arrays[arrays > 0]).sum())),
     }
@@ -240,7 +233,7 @@ def _positional(pragmas: Mapping[str, object], trips: dict[str, float]) -> dict[
         for i in range(count):
             name = names[i] if i < len(names) else None
             value = pragmas[name] if name else None
-            code = PIPELINE_MODES.index(str(value) if value in PIPELINE_MODES else "off")
+            code = PIPELINE_MODES.index(pipeline_mode(value))
             out[f"{kind.lower()}_{i}"] = (
                 np.nan if name is None else float(code) if kind == "PIPE" else _log2(_factor(value))
             )
@@ -257,7 +250,7 @@ def _pragma_statistics(pragmas: Mapping[str, object], trips: dict[str, float]) -
     for name, value in pragmas.items():
         kind, trip = knob_kind(name), trips.get(name, 0.0)
         if kind == "PIPE":
-            mode = str(value) if value in PIPELINE_MODES else "off"
+            mode = pipeline_mode(value)
             modes[mode] += 1
             flattened += _log2(trip) if mode == "flatten" else 0.0
             continue
