@@ -1,16 +1,23 @@
-"""The local table store: one parquet file per source plus a manifest of where it came from."""
+"""The local table store (one parquet file per source plus a manifest of where it came from), and the
+atomic writes and forgiving reads of the JSON state files under ``PREFLIGHT_HOME``."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.data.tables import Loaded
+
+T = TypeVar("T")
+
+log = logging.getLogger("preflight.state")
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
@@ -25,6 +32,47 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     os.replace(tmp, path)
 
 
+def read_json_state(path: Path, default: T) -> T | Any:
+    """The JSON in ``path``, or ``default`` when the file is missing or damaged (empty, truncated, not
+    JSON, unreadable); a damaged file is set aside with a warning, never raised."""
+    try:
+        payload = path.read_bytes()
+    except FileNotFoundError:
+        return default
+    except OSError as exc:
+        set_aside_damaged(path, f"unreadable: {exc.strerror or exc}")
+        return default
+    try:
+        return json.loads(payload)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        set_aside_damaged(path, _what_is_wrong(payload, exc))
+        return default
+
+
+def _what_is_wrong(payload: bytes, exc: ValueError) -> str:
+    """What is wrong with a file that JSON cannot parse, in a few words."""
+    if not payload.strip():
+        return "empty"
+    if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(exc.doc.rstrip()):
+        return f"truncated: {exc}"
+    return f"not valid JSON: {exc}"
+
+
+def set_aside_damaged(path: Path, problem: str) -> None:
+    """Rename a damaged state file to ``<name>.damaged-<UTC time>`` (nothing is lost) and log one
+    warning line saying what is wrong with it."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
+    while aside.exists():  # damaged twice within a second: keep both
+        aside, n = path.with_name(f"{path.name}.damaged-{stamp}-{n}"), n + 1
+    try:
+        path.rename(aside)
+        outcome = f"moved it aside to {aside.name}"
+    except OSError as exc:
+        outcome = f"could not move it aside ({exc})"
+    log.warning("damaged state file %s (%s): %s; carrying on without it", path, problem, outcome)
+
+
 class TableStore:
     """Canonical tables under ``<home>/tables``: ``<source>.parquet`` and ``manifest.json``."""
 
@@ -36,9 +84,7 @@ class TableStore:
         return self.root / "manifest.json"
 
     def manifest(self) -> dict[str, dict]:
-        if not self.manifest_path.exists():
-            return {}
-        return json.loads(self.manifest_path.read_text())
+        return read_json_state(self.manifest_path, {})
 
     def put(self, loaded: Loaded, path: Path) -> dict:
         """Store a loaded source and record its checksum and rejected-row counts."""

@@ -16,11 +16,12 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
 from preflight.data.errors import DataError, DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
-from preflight.data.store import atomic_write_bytes
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from preflight.data.store import atomic_write_bytes, read_json_state, set_aside_damaged
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 CATALOGUE_FILE = Path(__file__).with_name("devices.toml")
 
@@ -59,56 +60,64 @@ _PEAK_FALLBACK = {
 KINDS = ("gpu", "cpu", "soc", "accelerator", "fpga", "vm-host", "unknown")
 
 
+#: Bounds of a spec sheet, wide enough for any real device from a microcontroller to a rack-scale
+#: system; values outside them are typos, unit slips or hostile input. Every float must be finite.
+Tflops = Annotated[float, Field(ge=1e-4, le=1e5, description="TFLOP/s (int8: TOP/s), in [1e-4, 1e5]")]
+ResourceCount = Annotated[float, Field(ge=0, le=1e12, description="a count, in [0, 1e12]")]
+ShortText = Annotated[str, Field(min_length=1, max_length=64)]
+Alias = Annotated[str, Field(min_length=1, max_length=128)]
+MAX_ENTRIES = 16  # aliases, peaks or resources of one device
+
+
 class DeviceSpec(BaseModel):
     """One device's spec sheet. Every field past the kind is optional: a GPU has peaks and a memory
     bandwidth, an FPGA ``resources`` (``lut``, ``ff``, ``dsp``, ``bram``), a VM host cores and LLC,
-    and a device ``known_by_measurements`` (kind ``unknown``) nothing but its name."""
+    and a device ``known_by_measurements`` (kind ``unknown``) nothing but its name. Values are finite
+    and bounded (see the fields' bounds)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    id: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    name: str = Field(min_length=1)
-    vendor: str = "unknown"
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str = Field(min_length=1, max_length=128)
+    vendor: ShortText = "unknown"
     kind: str = Field(pattern="^(" + "|".join(KINDS) + ")$")
-    architecture: str | None = None
-    year: int | None = None
-    aliases: list[str] = Field(default_factory=list)
-    compute_units: int | None = Field(None, gt=0)
-    boost_clock_mhz: float | None = Field(None, gt=0)
-    memory_gb: float | None = Field(None, gt=0)
-    memory_bandwidth_gbs: float | None = Field(None, gt=0)
-    llc_mb: float | None = Field(None, ge=0)
-    tdp_w: float | None = Field(None, gt=0)
-    launch_price_usd: float | None = Field(None, gt=0)
-    peak_tflops: dict[Dtype, float] = Field(
-        default_factory=dict, description="dense peak per dtype; with any peak, fp32 is required"
-    )
-    gemm_peak_tflops: dict[Dtype, float] = Field(
+    architecture: ShortText | None = None
+    year: int | None = Field(None, ge=1950, le=2100)
+    aliases: list[Alias] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    compute_units: int | None = Field(None, ge=1, le=10**7)
+    boost_clock_mhz: float | None = Field(None, ge=1, le=1e5)
+    memory_gb: float | None = Field(None, ge=1e-6, le=1e5, description="GB, in [1e-6 (1 kB), 1e5]")
+    memory_bandwidth_gbs: float | None = Field(None, ge=0.01, le=1e6)
+    llc_mb: float | None = Field(None, ge=0, le=1e5)
+    tdp_w: float | None = Field(None, ge=0.01, le=1e5)
+    launch_price_usd: float | None = Field(None, ge=0.01, le=1e8)
+    peak_tflops: dict[Dtype, Tflops] = Field(
         default_factory=dict,
+        max_length=MAX_ENTRIES,
+        description="dense peak per dtype; with any peak, fp32 is required",
+    )
+    gemm_peak_tflops: dict[Dtype, Tflops] = Field(
+        default_factory=dict,
+        max_length=MAX_ENTRIES,
         description="dense GEMM peak where GEMMs run on other units (CDNA fp32: matrix cores)",
     )
-    resources: dict[str, float] = Field(
-        default_factory=dict, description="countable resources, e.g. lut, ff, dsp, bram (FPGA), cores, llc_mb"
+    resources: dict[ShortText, ResourceCount] = Field(
+        default_factory=dict,
+        max_length=MAX_ENTRIES,
+        description="countable resources, e.g. lut, ff, dsp, bram (FPGA), cores, llc_mb",
     )
 
     @field_validator("peak_tflops")
     @classmethod
     def _fp32_present(cls, peaks: dict[Dtype, float]) -> dict[Dtype, float]:
-        if peaks and (Dtype.fp32 not in peaks or any(v <= 0 for v in peaks.values())):
-            raise ValueError("peak_tflops needs a positive fp32 entry, and every peak must be positive")
+        if peaks and Dtype.fp32 not in peaks:
+            raise ValueError("peak_tflops needs an fp32 entry")
         return peaks
-
-    @field_validator("resources")
-    @classmethod
-    def _counts(cls, resources: dict[str, float]) -> dict[str, float]:
-        if any(v < 0 for v in resources.values()):
-            raise ValueError("resource counts cannot be negative")
-        return resources
 
     @classmethod
     def known_by_measurements(cls, name: str) -> DeviceSpec:
         """A device with no spec sheet: a name, to be learned from its measurements alone."""
-        slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "device"
+        slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._")[:64].rstrip("-._") or "device"
         return cls(id=slug, name=name, kind="unknown")
 
     def peak(self, dtype: Dtype) -> tuple[float, bool]:
@@ -144,8 +153,8 @@ def _key(name: str, relaxed: bool = False) -> str:
 class Catalogue:
     """The shipped spec sheets plus devices users registered under ``PREFLIGHT_HOME``.
 
-    Readers take one immutable snapshot (devices and name indexes together); ``register`` builds a
-    new snapshot and swaps it in, so concurrent requests never see half an update.
+    Readers take one immutable snapshot (devices and name indexes together); ``register`` and
+    ``unregister`` build a new snapshot and swap it in, so concurrent requests never see half an update.
     """
 
     def __init__(self, devices: list[DeviceSpec], user_file: Path | None = None) -> None:
@@ -155,10 +164,10 @@ class Catalogue:
 
     @classmethod
     def load(cls, user_file: Path | None = None) -> Catalogue:
-        devices = list(_shipped())
-        if user_file is not None and user_file.exists():
-            devices += [DeviceSpec.model_validate(raw) for raw in json.loads(user_file.read_text())]
-        return cls(devices, user_file)
+        """The shipped spec sheets plus the devices registered in ``user_file``. A damaged file (not JSON,
+        not a list of valid spec sheets, or one claiming a catalogue name) is set aside with a warning."""
+        users = _user_devices(user_file) if user_file is not None else []
+        return cls([*_shipped(), *users], user_file)
 
     def __iter__(self):
         return iter(self._snapshot.devices.values())
@@ -193,21 +202,35 @@ class Catalogue:
 
     def register(self, spec: DeviceSpec, persist: bool = True) -> DeviceSpec:
         """Add (or update) a user's device and persist it (unless told not to: a device an evaluation
-        met in its files); names owned by another device are refused."""
+        met in its files); names of a catalogue entry or owned by another device are refused."""
         with self._lock:
-            snapshot = self._snapshot
-            shipped = {s.id for s in _shipped()}
-            if spec.id in shipped:
-                raise DeviceConflict(f"device id {spec.id!r} is a catalogue entry; choose another id")
+            _refuse_catalogue_names(spec)
             for name in (spec.name, *spec.aliases):
-                owner = snapshot.exact.get(name.lower())
+                owner = self._snapshot.exact.get(name.lower())
                 if owner is not None and owner != spec.id:
                     raise DeviceConflict(f"{name!r} already names device {owner!r}")
-            self._snapshot = _Snapshot.of(snapshot.devices | {spec.id: spec})
-            if persist and self.user_file is not None:
-                users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in shipped]
-                atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
+            self._swap(self._snapshot.devices | {spec.id: spec}, persist)
         return spec
+
+    def unregister(self, device_id: str) -> DeviceSpec:
+        """Remove a user's device (by id) and persist; a catalogue entry cannot be deleted."""
+        with self._lock:
+            if device_id in _catalogue_index().devices:
+                raise DeviceConflict(f"device {device_id!r}: a catalogue entry cannot be deleted")
+            devices = dict(self._snapshot.devices)
+            if device_id not in devices:
+                raise UnknownDevice(device_id, self.close_matches(device_id))
+            spec = devices.pop(device_id)
+            self._swap(devices, persist=True)
+        return spec
+
+    def _swap(self, devices: dict[str, DeviceSpec], persist: bool) -> None:
+        """Swap in a snapshot of ``devices`` and (if asked) write the user's devices to its file."""
+        self._snapshot = _Snapshot.of(devices)
+        if persist and self.user_file is not None:
+            shipped = _catalogue_index().devices
+            users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in shipped]
+            atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
 
 
 @dataclass(frozen=True)
@@ -234,3 +257,46 @@ class _Snapshot:
 def _shipped() -> tuple[DeviceSpec, ...]:
     raw = tomllib.loads(CATALOGUE_FILE.read_text())
     return tuple(DeviceSpec.model_validate(entry) for entry in raw["device"])
+
+
+@cache
+def _catalogue_index() -> _Snapshot:
+    """The shipped entries alone, indexed: the names no user device may claim."""
+    return _Snapshot.of({spec.id: spec for spec in _shipped()})
+
+
+def _refuse_catalogue_names(spec: DeviceSpec) -> None:
+    """DeviceConflict when the spec's id, name or an alias is a catalogue entry's name in any case, or
+    normalises (strictly or relaxed) to one: a user's device must never shadow a catalogue entry."""
+    index = _catalogue_index()
+    for name in (spec.id, spec.name, *spec.aliases):
+        exact = {index.exact[name.lower()]} if name.lower() in index.exact else set()
+        owners = exact or index.norm.get(_key(name)) or index.relaxed.get(_key(name, relaxed=True))
+        if owners:
+            names = " / ".join(sorted(index.devices[i].name for i in owners))
+            raise DeviceConflict(f"{name!r} is taken by the catalogue: it names {names}; choose another name")
+
+
+def _user_devices(user_file: Path) -> list[DeviceSpec]:
+    """The devices registered in ``user_file``; none when it is missing or damaged (then set aside)."""
+    try:
+        users = _USER_DEVICES.validate_python(read_json_state(user_file, []))
+        for spec in users:
+            _refuse_catalogue_names(spec)
+    except ValidationError as exc:
+        set_aside_damaged(user_file, f"not a list of valid device specs: {_first_error(exc)}")
+        return []
+    except DeviceConflict as exc:
+        set_aside_damaged(user_file, f"claims a catalogue name: {exc}")
+        return []
+    return users
+
+
+def _first_error(exc: ValidationError) -> str:
+    """A validation error in one line: how many problems, and where and what the first is."""
+    first = exc.errors()[0]
+    where = ".".join(map(str, first["loc"]))[:80] or "top level"  # keys come from the file: cut, quote
+    return f"{exc.error_count()} error(s), first at {where!r}: {first['msg']}"
+
+
+_USER_DEVICES = TypeAdapter(list[DeviceSpec])

@@ -1,6 +1,6 @@
 import pytest
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.errors import UnknownDevice
+from preflight.data.errors import DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
 
 
@@ -71,3 +71,110 @@ def test_registered_devices_persist(tmp_path):
 def test_spec_without_fp32_peak_is_refused():
     with pytest.raises(ValueError, match="fp32"):
         DeviceSpec(id="x", name="x", kind="gpu", memory_bandwidth_gbs=1, peak_tflops={"fp16": 1.0})
+
+
+def lab_gpu(**fields) -> DeviceSpec:
+    """A valid user spec sheet, with ``fields`` replacing its values."""
+    sheet = {
+        "id": "lab-gpu",
+        "name": "Lab GPU X1",
+        "kind": "gpu",
+        "memory_bandwidth_gbs": 900,
+        "peak_tflops": {"fp32": 20.0},
+    }
+    return DeviceSpec.model_validate(sheet | fields)
+
+
+@pytest.mark.parametrize(
+    "fields, catalogue_name",
+    [
+        ({"name": "nvidia h100 sxm5 80 gb"}, "NVIDIA H100 SXM5 80 GB"),  # exact, other case
+        ({"name": "nvidia h100 sxm5 80gb"}, "NVIDIA H100 SXM5 80 GB"),  # normalised
+        ({"name": "Tesla-H100 (SXM5) 80GB"}, "NVIDIA H100 SXM5 80 GB"),  # normalised
+        ({"name": "H100 SXM5 94GB"}, "NVIDIA H100 SXM5 80 GB"),  # relaxed: memory size dropped
+        ({"aliases": ["mine", "NV_P100"]}, "NVIDIA Tesla P100 PCIe 16 GB"),  # an alias
+        ({"id": "nvidia-tesla-p100-pcie-16gb"}, "NVIDIA Tesla P100 PCIe 16 GB"),  # an id
+    ],
+)
+def test_user_names_never_shadow_the_catalogue(tmp_path, fields, catalogue_name):
+    catalogue = Catalogue.load(tmp_path / "devices.json")
+    with pytest.raises(DeviceConflict, match="taken by the catalogue") as info:
+        catalogue.register(lab_gpu(**fields))
+    assert catalogue_name in str(info.value)
+    assert "lab-gpu" not in {spec.id for spec in catalogue}
+    assert not (tmp_path / "devices.json").exists()
+    assert catalogue.resolve("nvidia h100 sxm5 80gb").id == "nvidia-h100-sxm5-80gb"
+
+
+def test_a_user_device_can_be_updated_under_its_own_id(tmp_path):
+    catalogue = Catalogue.load(tmp_path / "devices.json")
+    catalogue.register(lab_gpu(aliases=["labx1"]))
+    catalogue.register(lab_gpu(aliases=["labx1", "lab x one"], memory_bandwidth_gbs=1000))
+    again = Catalogue.load(tmp_path / "devices.json").resolve("lab x one")
+    assert again.id == "lab-gpu" and again.memory_bandwidth_gbs == 1000
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"peak_tflops": {"fp32": float("nan")}},
+        {"peak_tflops": {"fp32": float("inf")}},
+        {"peak_tflops": {"fp32": 1e-300}},
+        {"gemm_peak_tflops": {"fp32": 1e6}},
+        {"memory_bandwidth_gbs": float("nan")},
+        {"memory_bandwidth_gbs": 1e-300},
+        {"memory_gb": 1e-300},
+        {"boost_clock_mhz": float("inf")},
+        {"tdp_w": 1e-300},
+        {"launch_price_usd": 1e300},
+        {"compute_units": 10**8},
+        {"year": 1800},
+        {"llc_mb": float("nan")},
+        {"resources": {"lut": float("inf")}},
+        {"resources": {"lut": 1e13}},
+        {"resources": {f"r{i}": 1.0 for i in range(17)}},
+        {"id": "a" * 1_000_000},
+        {"id": "a" * 65},
+        {"name": "n" * 129},
+        {"vendor": "v" * 65},
+        {"architecture": "a" * 65},
+        {"aliases": [f"lab {i}" for i in range(17)]},
+        {"aliases": [""]},
+        {"aliases": ["a" * 129]},
+    ],
+)
+def test_spec_values_are_finite_and_bounded(fields):
+    with pytest.raises(ValueError):
+        lab_gpu(**fields)
+
+
+def test_spec_values_at_the_bounds_are_accepted():
+    spec = lab_gpu(
+        id="a" * 64,
+        name="n" * 128,
+        aliases=["a" * 128] * 16,
+        peak_tflops={"fp32": 1e-4, "fp16": 1e5},
+        resources={"lut": 1e12, "dsp": 0},
+        year=2100,
+    )
+    assert spec.peak_tflops["fp32"] == 1e-4
+
+
+def test_unregister_removes_a_user_device_and_persists(tmp_path):
+    user_file = tmp_path / "devices.json"
+    catalogue = Catalogue.load(user_file)
+    catalogue.register(lab_gpu())
+    assert catalogue.unregister("lab-gpu").name == "Lab GPU X1"
+    with pytest.raises(UnknownDevice):
+        catalogue.resolve("Lab GPU X1")
+    assert len(Catalogue.load(user_file)) == len(Catalogue.shipped())
+
+
+def test_unregister_refuses_catalogue_entries_and_unknown_ids(tmp_path):
+    catalogue = Catalogue.load(tmp_path / "devices.json")
+    with pytest.raises(DeviceConflict, match="a catalogue entry cannot be deleted"):
+        catalogue.unregister("nvidia-h100-sxm5-80gb")
+    with pytest.raises(UnknownDevice) as info:
+        catalogue.unregister("nvidia-h100-sxm5-80g")
+    assert "NVIDIA H100 SXM5 80 GB" in info.value.close
+    assert catalogue.resolve("H100 SXM5").id == "nvidia-h100-sxm5-80gb"
