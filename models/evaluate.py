@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
-from preflight.data.errors import UsageError
+from preflight.data.errors import DataError, UsageError
 from preflight.features import Features
 from preflight.models import metrics
 from preflight.models.datasets import register_measured_devices
@@ -63,6 +63,8 @@ def _splits(groups: pd.Series, seed: int, train_size: int | None):
         chosen = set(rng.choice(unique, size=train_size, replace=False))
         mask = groups.isin(chosen).to_numpy()
         return [(np.flatnonzero(mask), np.flatnonzero(~mask))]
+    if groups.nunique() < 2:
+        raise DataError(f"a grouped split needs at least two groups; the data holds {groups.nunique()}")
     if groups.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS:
         return list(LeaveOneGroupOut().split(groups, groups=groups))
     return list(GroupKFold(n_splits=5, shuffle=True, random_state=seed).split(groups, groups=groups))

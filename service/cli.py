@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from preflight.models.task import Task
     from preflight.models.whatif import Interval, WhatIf
     from preflight.service.schemas import Workload
+    from pydantic import ValidationError
 
     # TyperGroup.invoke takes the vendored click Context (typer.Context is a subclass of it), which
     # typer does not re-export publicly.
@@ -24,6 +26,26 @@ if TYPE_CHECKING:
 
 #: Exit codes: 0 done, 1 a failure (bad data, an untrained task...), 2 a usage error (as click's own).
 EXIT_FAILURE, EXIT_USAGE = 1, 2
+
+
+def _fraction(value: float) -> float:
+    """An interval coverage: strictly between 0 and 1."""
+    if not 0 < value < 1:  # NaN too
+        raise typer.BadParameter(f"must lie in (0, 1), not {value}")
+    return value
+
+
+def _positive(value: float) -> float:
+    """A finite number above 0."""
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a positive number, not {value}")
+    return value
+
+
+Coverage = Annotated[float, typer.Option(callback=_fraction, help="interval coverage, in (0, 1)")]
+#: numpy's legacy seeding takes 0 to 2**32 - 1.
+Seed = Annotated[int, typer.Option(min=0, max=2**32 - 1)]
+Count = Annotated[int, typer.Option(min=1)]
 
 
 class _Commands(TyperGroup):
@@ -74,7 +96,7 @@ def _source_paths(settings, source: str | None, path: Path | None) -> dict[str, 
 
 
 @app.command()
-def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=0, max=65535)] = 8000) -> None:
     """Serve the HTTP API; champions that are missing are trained from the data at hand meanwhile
     (``/readyz`` is 503 until they are loaded)."""
     import uvicorn
@@ -93,7 +115,7 @@ def train(
         Path | None, typer.Option(help="the source's file (default: under PREFLIGHT_DATASETS)")
     ] = None,
     promote: bool = False,
-    seed: int = 0,
+    seed: Seed = 0,
 ) -> None:
     """Train on the task's sources (or one), log to MLflow, register, and apply the champion gate."""
     from preflight.models.task import get_task
@@ -127,12 +149,14 @@ def evaluate(
     family: str | None = None,
     path: Path | None = None,
     split: Annotated[str | None, typer.Option(help="group for grouped CV: shape, device, kernel...")] = None,
-    train_size: Annotated[int | None, typer.Option(help="train on N groups, test on the rest")] = None,
+    train_size: Annotated[int | None, typer.Option(min=1, help="train on N groups, test on the rest")] = None,
     train: Path | None = None,
     test: Path | None = None,
-    shots: Annotated[int, typer.Option(help="K measurements of each test device given to the model")] = 0,
-    seed: int = 0,
-    coverage: float = 0.9,
+    shots: Annotated[
+        int, typer.Option(min=0, help="K measurements of each test device given to the model")
+    ] = 0,
+    seed: Seed = 0,
+    coverage: Coverage = 0.9,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False,
 ) -> None:
     """Grouped cross-validation on a source, or train on one file and test on another."""
@@ -180,7 +204,7 @@ def _finite(value):
 def predict(
     task: str,
     input: Annotated[Path, typer.Option("--input", help="JSON list of items, as in the HTTP API")],
-    coverage: float = 0.9,
+    coverage: Coverage = 0.9,
 ) -> None:
     """Estimates from the champion for items in a JSON file (same items as the HTTP API)."""
     from preflight.models import tracking
@@ -195,18 +219,34 @@ def predict(
     typer.echo(json.dumps({"task": task, "model": vars(info), "predictions": prediction.records()}, indent=2))
 
 
-def _read_items(task, path: Path) -> list:
-    """Items from a JSON file (a list, or ``{"items": [...]}``), validated as the task's item model."""
-    from pydantic import TypeAdapter, ValidationError
+def _read_items(task: Task, path: Path) -> list:
+    """Items from a JSON file (a list, or ``{"items": [...]}``), validated as the HTTP API validates them."""
+    from preflight.service.schemas import predict_request
+    from pydantic import ValidationError
 
+    raw = _input_json(path)
+    items = raw.get("items") if isinstance(raw, dict) else raw
+    if not isinstance(items, list):
+        raise UsageError(f'--input {path}: not a JSON list of items, nor {{"items": [...]}}')
     try:
-        raw = json.loads(path.read_text())
-        return TypeAdapter(list[task.item]).validate_python(raw["items"] if isinstance(raw, dict) else raw)
-    except (OSError, json.JSONDecodeError, KeyError) as exc:
-        raise UsageError(f"--input {path}: not a JSON list of items ({type(exc).__name__}: {exc})") from exc
+        return predict_request(task).model_validate({"items": items}).items
     except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
-        raise DataError(f"--input {path}: {exc.error_count()} invalid fields ({errors})") from exc
+        raise DataError(f"--input {path}: {exc.error_count()} invalid fields ({_errors(exc)})") from exc
+
+
+def _input_json(path: Path) -> Any:
+    """The JSON in the ``--input`` file; a file that cannot be read, or is not JSON, is a usage error."""
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as exc:
+        raise UsageError(f"--input {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # not JSON, or not text
+        raise UsageError(f"--input {path}: not JSON ({exc})") from exc
+
+
+def _errors(exc: ValidationError) -> str:
+    """The first validation errors, each as ``location: message``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
 
 
 @app.command()
@@ -220,7 +260,7 @@ def whatif(
     price: Annotated[
         list[str] | None, typer.Option(help="ID=USD_PER_HOUR, repeatable: gives the cost per million runs")
     ] = None,
-    coverage: float = 0.9,
+    coverage: Coverage = 0.9,
     chart: Annotated[Path | None, typer.Option(help="write a bar chart of time per run (PNG)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False,
 ) -> None:
@@ -254,8 +294,7 @@ def _read_workload(path: Path) -> Workload:
     except OSError as exc:
         raise UsageError(f"--workload {path}: {exc}") from exc
     except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
-        raise UsageError(f"--workload {path}: not a workload ({errors})") from exc
+        raise UsageError(f"--workload {path}: not a workload ({_errors(exc)})") from exc
 
 
 def _whatif_devices(
@@ -287,10 +326,13 @@ def _prices(options: list[str]) -> dict[str, float]:
 
 
 def _write_chart(result: WhatIf, path: Path) -> None:
-    """The time-per-run chart as a PNG, drawn off-screen."""
+    """The time-per-run chart as a PNG, drawn off-screen; a path that cannot be written is a usage error."""
     from preflight.models.plots import whatif_times
 
-    whatif_times(result).savefig(path, dpi=150)
+    try:
+        whatif_times(result).savefig(path, dpi=150, format="png")
+    except OSError as exc:
+        raise UsageError(f"--chart {path}: {exc.strerror or exc}") from exc
     typer.echo(f"chart: {path}", err=True)
 
 
@@ -333,11 +375,11 @@ def _number(value: float | None, missing: str = "-") -> str:
 def collect_gemm(
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N")] = "cpu",
     out: Annotated[Path | None, typer.Option(help="CSV to append to")] = None,
-    points: int = 300,
-    seed: int = 0,
-    threads: int | None = None,
-    repeats: int = 7,
-    max_seconds_per_point: float = 2.0,
+    points: Count = 300,
+    seed: Seed = 0,
+    threads: Annotated[int | None, typer.Option(min=1)] = None,
+    repeats: Count = 7,
+    max_seconds_per_point: Annotated[float, typer.Option(callback=_positive)] = 2.0,
 ) -> None:
     """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA)."""
     from preflight.data.collect.gemm import collect_gemm as run
@@ -354,9 +396,9 @@ def collect_gemm(
 @collect_app.command("curves")
 def collect_curves(
     out: Annotated[Path | None, typer.Option(help="CSV to append to")] = None,
-    runs: int = 300,
-    epochs: int = 20,
-    seed: int = 0,
+    runs: Count = 300,
+    epochs: Count = 20,
+    seed: Seed = 0,
 ) -> None:
     """Train NAS-Bench-201 cells on scikit-learn's digits on CPU: a learning curve per run (resumable)."""
     from preflight.data.collect.curves import collect_curves as run
@@ -371,7 +413,7 @@ def collect_curves(
 def collect_interference(
     out: Annotated[Path | None, typer.Option(help="CSV to append to")] = None,
     seconds: Annotated[float, typer.Option(help="wall time of each run")] = 3.0,
-    seed: int = 0,
+    seed: Seed = 0,
     max_minutes: Annotated[float, typer.Option(help="stop after the run in progress past this")] = 10.0,
     backend: Annotated[str, typer.Option(help="own or stress-ng (on PATH)")] = "own",
     workloads: Annotated[str, typer.Option(help="comma-separated")] = "compute,memory,cache,io",

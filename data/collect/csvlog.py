@@ -3,37 +3,72 @@
 Each record (one line, or several lines that belong together such as one training run) is
 appended with a single ``write`` on an ``O_APPEND`` descriptor and then fsynced, so an interrupted
 collector leaves complete records plus at most one torn last line, which ``open_log`` repairs.
+``open_log`` and ``check_same`` refuse, as usage errors, a file that is not the collector's own or
+that holds rows collected with other settings.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from preflight.data.errors import PreflightError
+from preflight.data.errors import UsageError
 
 
 def open_log(out: Path, columns: Sequence[str], source: str) -> list[dict[str, str]]:
-    """Repair a torn last line, give a new file its header, and return the rows already there."""
+    """Check that ``out`` is new, empty or a ``source`` log; repair a torn last line, give a new file
+    its header, and return the rows already there."""
+    try:
+        return _open_log(out, ",".join(columns), source)
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename and Path(error.filename) != out else ""
+        raise UsageError(f"cannot write {out}: {error.strerror or error}{where}") from error
+
+
+def _open_log(out: Path, header: str, source: str) -> list[dict[str, str]]:
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        data = out.read_bytes()
-        if not data.endswith(b"\n"):
-            os.truncate(out, data.rfind(b"\n") + 1)
-    if not out.exists() or out.stat().st_size == 0:
-        fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            append(fd, [",".join(columns)])
-        finally:
-            os.close(fd)
-        return []
-    with open(out, newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames != list(columns):
-            raise PreflightError(f"{out} is not a {source} file: its columns are {reader.fieldnames}")
-        return list(reader)
+    with open(out, "a+b") as fh:  # creates a new file; fails here when out cannot be written
+        fh.seek(0)
+        data = fh.read()
+        if not (header + "\n").encode().startswith(data[: len(header) + 1]):  # a torn header passes
+            raise _foreign(out, source, "its first line is not the collector's header")
+        kept = data[: data.rfind(b"\n") + 1]
+        if len(kept) < len(data):
+            fh.truncate(len(kept))
+        if not kept:
+            append(fh.fileno(), [header])
+            return []
+    return _rows(out, kept, source)
+
+
+def _rows(out: Path, data: bytes, source: str) -> list[dict[str, str]]:
+    """The rows below the header; a row that is not text or has too few or too many cells is refused."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(data.decode())))
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise _foreign(out, source, str(error)) from error
+    for number, row in enumerate(rows, start=1):
+        if None in row or None in row.values():
+            raise _foreign(out, source, f"row {number} does not have one cell per column")
+    return rows
+
+
+def _foreign(out: Path, source: str, why: str) -> UsageError:
+    return UsageError(f"{out} is not a {source} CSV ({why}); collect into another file")
+
+
+def check_same(out: Path, settings: Mapping[str, tuple[object, Iterable[str]]]) -> None:
+    """Refuse ``out`` when it holds rows collected with other settings than wanted: ``settings`` maps
+    each (``seed``, ``device``...) to the wanted value and the values the file holds."""
+    for what, (wanted, held) in settings.items():
+        others = sorted(set(held) - {str(wanted)})
+        if others:
+            raise UsageError(
+                f"{out} holds rows of {what} {', '.join(others)}, not {wanted}; collect into another file"
+            )
 
 
 def append(fd: int, lines: Sequence[str]) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from preflight.data.collect.csvlog import append, open_log
-from preflight.data.errors import PreflightError
+from preflight.data.collect.csvlog import append, check_same, open_log
+from preflight.data.errors import UsageError
 from preflight.data.sources.local_curves import COLUMNS, SOURCE
 from preflight.data.store import atomic_write_bytes
 from preflight.data.threads import torch_threads
@@ -53,7 +53,7 @@ def collect_curves(
     out: Path, *, runs: int = 300, epochs: int = 20, seed: int = 0, progress: bool = True
 ) -> CollectSummary:
     """Train the first ``runs`` runs of the seeded plan for ``epochs`` epochs each, appending to ``out``."""
-    out = Path(out)
+    out, planned = Path(out), plan(runs, seed)
     done = _complete_runs(out, open_log(out, COLUMNS, SOURCE), epochs, seed)
     summary = CollectSummary(out, trained=0, skipped_existing=0)
     data = _digits()
@@ -61,8 +61,8 @@ def collect_curves(
         fd = os.open(out, os.O_WRONLY | os.O_APPEND)
         try:
             with Progress(disable=not progress) as bar:
-                task = bar.add_task("curves", total=runs)
-                for run in plan(runs, seed):
+                task = bar.add_task("curves", total=len(planned))
+                for run in planned:
                     if str(run.run) in done:
                         summary.skipped_existing += 1
                     else:
@@ -76,6 +76,8 @@ def collect_curves(
 
 def plan(runs: int, seed: int) -> list[Run]:
     """The first ``runs`` runs of the seeded plan: distinct cells, each with a learning rate."""
+    if runs > len(NB201_OPS) ** 6:
+        raise UsageError(f"{runs} runs asked for, but the space holds {len(NB201_OPS) ** 6} distinct cells")
     rng = np.random.default_rng(seed)
     cells: dict[str, float] = {}
     while len(cells) < runs:
@@ -88,12 +90,10 @@ def plan(runs: int, seed: int) -> list[Run]:
 def _complete_runs(out: Path, rows: list[dict[str, str]], epochs: int, seed: int) -> set[str]:
     """The runs already in the file (of the same plan: epochs and seed); a run cut short by a torn
     write is removed, to be trained again."""
-    for column, wanted, what in (("budget", epochs, "epochs"), ("seed", seed, "seed")):
-        held = {row[column] for row in rows}
-        if held - {str(wanted)}:
-            raise PreflightError(
-                f"{out} holds runs of {what} {sorted(held)}, not {wanted}; collect into another file"
-            )
+    check_same(
+        out,
+        {"epochs": (epochs, (row["budget"] for row in rows)), "seed": (seed, (row["seed"] for row in rows))},
+    )
     epochs_held = Counter(row["run"] for row in rows)
     partial = {run for run, n in epochs_held.items() if n != epochs}
     if partial:

@@ -2,7 +2,8 @@
 
 Each measured point is appended to a CSV as one line (O_APPEND, one write, fsync), so an
 interrupted sweep leaves a valid file, and a rerun with the same seed continues the same sweep.
-Beside the CSV, ``<out>.device.json`` holds the spec sheet of the device that was measured.
+Beside the CSV, ``<out>.device.json`` holds the spec sheet of the device that was measured and
+``<out>.seed`` the seed of the sweep: a file of another device or seed is refused.
 What the machine is lives in ``host``, how a run is timed in ``timing``, its energy in ``energy``.
 """
 
@@ -20,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from preflight.data.collect import energy, host, timing
-from preflight.data.collect.csvlog import append, open_log
-from preflight.data.errors import PreflightError, UsageError
-from preflight.data.sources.local_gemm import COLUMNS, read_device, side_file
+from preflight.data.collect.csvlog import append, check_same, open_log
+from preflight.data.errors import UsageError
+from preflight.data.sources.local_gemm import COLUMNS, SOURCE, read_device, side_file
 from preflight.data.store import atomic_write_bytes
 from preflight.data.threads import torch_threads
 from rich.progress import Progress
@@ -71,16 +72,18 @@ def collect_gemm(
     Appends them to ``out``, skipping the points it already holds and those slower than the budget.
     """
     target, out = host.parse_device(device), Path(out)
+    plan = sweep(points, seed, DTYPES[target.type], dims)
     summary = CollectSummary(out, "", measured=0, skipped_existing=0)
     with torch_threads(threads if target.type == "cpu" else None), _current_gpu(target):
-        summary.device_id = _ensure_side_file(target, out)
-        done = _measured_keys(out)
+        summary.device_id = host.device_id(target)
+        done = _measured_keys(out, summary.device_id, seed)
+        _write_side_files(target, out, seed)
         meter = energy.energy_meter(target)
 
         def measure(point: Point) -> list[str] | None:
             return _measure(point, target, repeats, max_seconds_per_point / repeats, meter)
 
-        _measure_all(sweep(points, seed, DTYPES[target.type], dims), measure, done, summary, progress)
+        _measure_all(plan, measure, done, summary, progress)
     return summary
 
 
@@ -97,9 +100,19 @@ def sweep(points: int, seed: int, dtypes: Sequence[str], dims: Sequence[int] = D
     return list(drawn)
 
 
-def _measured_keys(out: Path) -> set[tuple[str, ...]]:
-    """The key cells of the points ``out`` already holds (after repairing a torn last line)."""
-    return {tuple(row[c] for c in _KEY_COLUMNS) for row in open_log(out, COLUMNS, "local-gemm")}
+def _measured_keys(out: Path, device_id: str, seed: int) -> set[tuple[str, ...]]:
+    """The key cells of the points ``out`` already holds (after repairing a torn last line); refuses a
+    file of another device or of another seed's sweep."""
+    rows = open_log(out, COLUMNS, SOURCE)
+    devices = [row["device"] for row in rows] + ([read_device(out).id] if side_file(out).exists() else [])
+    check_same(out, {"device": (device_id, devices), "seed": (seed, _recorded_seed(out))})
+    return {tuple(row[c] for c in _KEY_COLUMNS) for row in rows}
+
+
+def _recorded_seed(out: Path) -> list[str]:
+    """The seed ``<out>.seed`` records; none for a new file, or one collected before seeds were recorded."""
+    path = seed_file(out)
+    return [path.read_text(errors="replace").strip()] if path.exists() else []
 
 
 def _measure_all(
@@ -189,24 +202,21 @@ def _current_gpu(target: torch.device) -> AbstractContextManager:
     return torch.cuda.device(target) if target.type == "cuda" else nullcontext()
 
 
-def _ensure_side_file(target: torch.device, out: Path) -> str:
-    """Write ``<out>.device.json`` if missing; refuse a file that holds another device.
+def seed_file(out: Path) -> Path:
+    """Where the seed of the sweep in ``out`` is recorded: ``<out>.seed`` (the CSV has no seed column)."""
+    return out.with_name(out.name + ".seed")
 
-    Returns the device id.
-    """
-    device_id = host.device_id(target)
-    if side_file(out).exists():
-        held = read_device(out).id
-        if held != device_id:
-            raise PreflightError(
-                f"{out} holds measurements of {held!r}, not {device_id!r}; collect into another file"
-            )
-        return device_id
-    spec = host.device_spec(target)
-    atomic_write_bytes(
-        side_file(out), json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=2).encode()
-    )
-    return device_id
+
+def _write_side_files(target: torch.device, out: Path, seed: int) -> None:
+    """Write ``<out>.device.json`` (the device's spec sheet) and ``<out>.seed`` where missing; a file
+    collected before seeds were recorded is taken to be of this seed."""
+    if not side_file(out).exists():
+        spec = host.device_spec(target)
+        atomic_write_bytes(
+            side_file(out), json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=2).encode()
+        )
+    if not seed_file(out).exists():
+        atomic_write_bytes(seed_file(out), f"{seed}\n".encode())
 
 
 def _key(point: Point, device_id: str) -> tuple[str, ...]:

@@ -55,7 +55,7 @@ from itertools import cycle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preflight.data.collect.csvlog import append, open_log
+from preflight.data.collect.csvlog import append, check_same, open_log
 from preflight.data.errors import PreflightError, UsageError
 
 if TYPE_CHECKING:
@@ -472,23 +472,15 @@ def _stop_perf(perf: subprocess.Popen[str]) -> float | None:
 
 def _check_same_plan(out: Path, rows: list[dict[str, str]], setup: Setup) -> None:
     """Refuse a file whose runs belong to another seed, run length, host or backend: they do not compare."""
-    wanted = {
-        "seed": str(setup.seed),
-        "seconds": f"{setup.seconds:g}",
-        "host": setup.host,
-        "backend": setup.backend,
-    }
-    held = {
-        "seed": {row["seed"] for row in rows},
-        "seconds": {_planned_s(row) for row in rows},
-        "host": {row["host"] for row in rows},
-        "backend": {row["backend"] for row in rows},
-    }
-    for what, values in held.items():
-        if values - {wanted[what]}:
-            raise PreflightError(
-                f"{out} holds runs of {what} {sorted(values)}, not {wanted[what]}; collect into another file"
-            )
+    check_same(
+        out,
+        {
+            "seed": (setup.seed, (row["seed"] for row in rows)),
+            "seconds": (f"{setup.seconds:g}", (_planned_s(row) for row in rows)),
+            "host": (setup.host, (row["host"] for row in rows)),
+            "backend": (setup.backend, (row["backend"] for row in rows)),
+        },
+    )
 
 
 def _planned_s(row: dict[str, str]) -> str:

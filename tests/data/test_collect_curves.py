@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 from preflight.data.collect.curves import collect_curves, plan
-from preflight.data.errors import PreflightError
+from preflight.data.errors import UsageError
 from preflight.data.sources import local_curves
 
 
@@ -41,10 +41,17 @@ def test_the_same_seed_trains_the_same_curve(tmp_path):
 def test_a_file_of_another_plan_is_refused(tmp_path):
     out = tmp_path / "curves.csv"
     collect_curves(out, runs=1, epochs=2, progress=False)
-    with pytest.raises(PreflightError, match="epochs .* not 3"):
+    with pytest.raises(UsageError, match="epochs 2, not 3"):
         collect_curves(out, runs=1, epochs=3, progress=False)
-    with pytest.raises(PreflightError, match="seed .* not 1"):
+    with pytest.raises(UsageError, match="seed 0, not 1"):
         collect_curves(out, runs=1, epochs=2, seed=1, progress=False)
+
+
+def test_more_runs_than_the_space_holds_are_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "curves.csv"
+    with pytest.raises(UsageError, match="15626 runs asked for, but the space holds 15625"):
+        collect_curves(out, runs=15626, progress=False)  # it used to draw cells for ever
+    assert not out.exists()
 
 
 def test_the_shipped_curves_hold_at_least_300_architectures_of_20_epochs():

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from preflight.data.catalogue import DeviceSpec
-from preflight.data.collect.gemm import COLUMNS, DTYPES, collect_gemm, sweep
-from preflight.data.errors import PreflightError
+from preflight.data.collect.gemm import COLUMNS, DTYPES, collect_gemm, seed_file, sweep
+from preflight.data.errors import UsageError
 from preflight.data.sources import local_gemm
 
 SMALL = (1, 16, 24, 48, 64)
@@ -85,5 +85,31 @@ def test_a_file_of_another_device_is_refused(tmp_path):
     collect(out, 1)
     spec_path = local_gemm.side_file(out)
     spec_path.write_text(json.dumps(json.loads(spec_path.read_text()) | {"id": "some-other-cpu"}))
-    with pytest.raises(PreflightError, match="some-other-cpu"):
+    with pytest.raises(UsageError, match="device some-other-cpu, not"):
         collect(out, 2)
+
+
+def test_rows_of_another_device_are_refused_without_its_spec_sheet(tmp_path):
+    out = tmp_path / "gemm.csv"
+    out.write_text(",".join(COLUMNS) + "\n16,16,16,fp32,false,false,some-other-cpu,3,1,1,1,,,2026-01-01\n")
+    with pytest.raises(UsageError, match="device some-other-cpu, not"):
+        collect(out, 2)
+    assert not local_gemm.side_file(out).exists()
+
+
+def test_a_file_of_another_seed_is_refused(tmp_path):
+    out = tmp_path / "gemm.csv"
+    collect(out, 2, seed=0)
+    assert seed_file(out).read_text() == "0\n"
+    with pytest.raises(UsageError, match="seed 0, not 1"):
+        collect(out, 3, seed=1)
+    assert len(pd.read_csv(out)) == 2
+
+
+def test_a_file_that_is_not_a_gemm_csv_is_left_alone(tmp_path):
+    out = tmp_path / "existing.json"
+    out.write_text(json.dumps({"a": 1}))  # no newline at the end: once cut away as a torn line
+    with pytest.raises(UsageError, match="not a local-gemm CSV"):
+        collect(out, 1)
+    assert out.read_text() == '{"a": 1}'
+    assert sorted(tmp_path.iterdir()) == [out]  # no spec sheet or seed beside it

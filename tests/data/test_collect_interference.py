@@ -15,7 +15,7 @@ import psutil
 import pytest
 from preflight.data.collect import interference
 from preflight.data.collect.interference import CollectSummary, collect_interference, plan
-from preflight.data.errors import PreflightError, UsageError
+from preflight.data.errors import UsageError
 from preflight.data.sources import local_interference
 from preflight.service.cli import app
 from typer.testing import CliRunner
@@ -97,14 +97,14 @@ def test_a_collection_follows_the_plan_and_loads(compute_runs):
 def test_a_rerun_measures_nothing_more_and_other_plans_are_refused(compute_runs, tmp_path):
     again = collect_interference(compute_runs.path, seconds=SECONDS, workloads=["compute"], progress=False)
     assert (again.measured, again.skipped_existing) == (0, 14)
-    with pytest.raises(PreflightError, match="seed .* not 1"):
+    with pytest.raises(UsageError, match="seed 0, not 1"):
         collect_interference(compute_runs.path, seconds=SECONDS, seed=1, progress=False)
-    with pytest.raises(PreflightError, match="seconds .* not 0.3"):
+    with pytest.raises(UsageError, match="seconds 0.2, not 0.3"):
         collect_interference(compute_runs.path, seconds=0.3, progress=False)
     foreign = tmp_path / "foreign.csv"
     table = pd.read_csv(compute_runs.path, keep_default_na=False)
     table.assign(host="another cpu (64 logical cores)").to_csv(foreign, index=False)
-    with pytest.raises(PreflightError, match="host"):
+    with pytest.raises(UsageError, match=r"host another cpu \(64 logical cores\), not"):
         collect_interference(foreign, seconds=SECONDS, progress=False)
 
 
