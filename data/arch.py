@@ -234,6 +234,7 @@ def parse(space: str, arch: str) -> OpGraph:
     fields = _JSON_FIELDS[space]
     if not isinstance(spec, dict) or any(f not in spec for f in fields):
         raise ValueError(f"{space} architecture must be a JSON object with fields {list(fields)}")
+    _check_size(spec)
     parsers: dict[str, Callable[..., OpGraph]] = {
         "nb101": from_nb101,
         "nasbench-graph": from_nas_bench_graph,
@@ -248,7 +249,20 @@ def notation(space: str, arch: str | list | dict) -> str:
         return arch
     if space == "fbnet" and isinstance(arch, list):
         return "|".join(map(str, arch))
+    _check_size(arch)
     return json.dumps(arch, separators=(",", ":"))
+
+
+def _check_size(arch: list | dict) -> None:
+    """Refuse a graph past :data:`MAX_NODES` before any work is spent on it (a 3000x3000 adjacency)."""
+    fields = arch if isinstance(arch, dict) else {"nodes": arch}
+    edges = fields.get("edges")
+    lists = [value for key, value in fields.items() if isinstance(value, list) and key != "edges"]
+    rows = [row for value in lists if len(value) <= MAX_NODES for row in value if isinstance(row, list)]
+    if any(len(value) > MAX_NODES for value in lists + rows):
+        raise ValueError(f"an architecture has at most {MAX_NODES} nodes (rows of an adjacency, ops, layers)")
+    if isinstance(edges, list) and len(edges) > MAX_NODES * (MAX_NODES - 1) // 2:
+        raise ValueError(f"an op graph of at most {MAX_NODES} nodes has fewer edges than {len(edges)}")
 
 
 def valid(space: str, arches: Iterable[str]) -> list[bool]:

@@ -10,7 +10,9 @@ PreflightError
 ├── DeviceConflict     a registration claims a name another device owns    → 409
 └── ModelStateError    a model that cannot answer as asked (no scores
     │                  for a target, too few groups to calibrate)          → 409 / CLI exit 1
-    └── NotTrained     says which `preflight train ...` to run             → 503
+    ├── NotTrained     says which `preflight train ...` to run             → 503
+    └── ModelUnavailable  versions exist but none loads (damaged artifacts,
+                       an unreadable registry): says so, names no path   → 503
 
 The service maps the tree to HTTP in one handler; the CLI prints ``TypeName: message`` once, in
 one wrapper, and exits 2 for usage errors, 1 for the rest.
@@ -44,6 +46,7 @@ class UnknownDevice(PreflightError):
 
     def __init__(self, name: str, close: list[str], items: list[int] | None = None) -> None:
         self.name, self.close, self.items = name, close, items or []
+        name = name if len(name) <= 200 else name[:200] + "..."  # never echo a megabyte back
         hint = f"; close matches: {', '.join(close)}" if close else "; GET /v1/devices lists them all"
         where = f" (items {', '.join(map(str, self.items[:20]))})" if self.items else ""
         super().__init__(f"unknown device {name!r}{where}{hint}")
@@ -67,3 +70,11 @@ class NotTrained(ModelStateError):
     def __init__(self, task: str) -> None:
         self.task = task
         super().__init__(f"task {task!r} has no trained model; run `preflight train {task}`")
+
+
+class ModelUnavailable(ModelStateError):
+    """A task has versions, but none could be loaded; the log has the details."""
+
+    def __init__(self, task: str, why: str) -> None:
+        self.task, self.why = task, why
+        super().__init__(f"task {task!r} has no model that loads: {why}; see the service log")

@@ -18,7 +18,7 @@ from typing import Literal
 
 from preflight.data.errors import DataError
 from preflight.data.program_graph import load_graph
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 #: The kinds of knob, by the tag of their placeholder, with what each does.
 KNOBS: dict[str, str] = {
@@ -114,7 +114,7 @@ class FpgaItem(BaseModel):
         '{"nodes": [{"text", "type", "full_text"}], "edges": [{"source", "target", "flow"}]}; '
         "empty: the named kernel's known graph",
     )
-    pragmas: dict[str, int | str] = Field(
+    pragmas: dict[str, StrictInt | str] = Field(
         default_factory=dict,
         description="a value per placeholder (__PARA__L0: 4, __PIPE__L1: 'flatten', __TILE__L0: 2); "
         "one left out leaves its loop as written",

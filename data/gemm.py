@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 MAX_DIM = 2**31 - 1
 
@@ -37,21 +37,25 @@ class KernelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    block_m: int | None = Field(None, gt=0, description="rows of C per thread block / work-group")
-    block_n: int | None = Field(None, gt=0, description="columns of C per thread block / work-group")
-    block_k: int | None = Field(None, gt=0, description="depth of the K slice per main-loop step")
-    stages: int | None = Field(None, gt=0, description="software pipeline stages")
-    threads_m: int | None = Field(None, gt=0, description="threads along M in a block (CLTune MDIMC)")
-    threads_n: int | None = Field(None, gt=0, description="threads along N in a block (CLTune NDIMC)")
-    local_m: int | None = Field(None, gt=0, description="shared-memory tile shape along M (CLTune MDIMA)")
-    local_n: int | None = Field(None, gt=0, description="shared-memory tile shape along N (CLTune NDIMB)")
-    unroll_k: int | None = Field(None, gt=0, description="inner-loop unroll factor (CLTune KWI)")
-    vector_m: int | None = Field(None, gt=0, description="vector width loading A (CLTune VWM)")
-    vector_n: int | None = Field(None, gt=0, description="vector width loading B (CLTune VWN)")
-    stride_m: bool | None = Field(None, description="strided off-chip access along M (CLTune STRM)")
-    stride_n: bool | None = Field(None, description="strided off-chip access along N (CLTune STRN)")
-    cache_a: bool | None = Field(None, description="A staged through shared memory (CLTune SA)")
-    cache_b: bool | None = Field(None, description="B staged through shared memory (CLTune SB)")
+    block_m: StrictInt | None = Field(None, gt=0, description="rows of C per thread block / work-group")
+    block_n: StrictInt | None = Field(None, gt=0, description="columns of C per thread block / work-group")
+    block_k: StrictInt | None = Field(None, gt=0, description="depth of the K slice per main-loop step")
+    stages: StrictInt | None = Field(None, gt=0, description="software pipeline stages")
+    threads_m: StrictInt | None = Field(None, gt=0, description="threads along M in a block (CLTune MDIMC)")
+    threads_n: StrictInt | None = Field(None, gt=0, description="threads along N in a block (CLTune NDIMC)")
+    local_m: StrictInt | None = Field(
+        None, gt=0, description="shared-memory tile shape along M (CLTune MDIMA)"
+    )
+    local_n: StrictInt | None = Field(
+        None, gt=0, description="shared-memory tile shape along N (CLTune NDIMB)"
+    )
+    unroll_k: StrictInt | None = Field(None, gt=0, description="inner-loop unroll factor (CLTune KWI)")
+    vector_m: StrictInt | None = Field(None, gt=0, description="vector width loading A (CLTune VWM)")
+    vector_n: StrictInt | None = Field(None, gt=0, description="vector width loading B (CLTune VWN)")
+    stride_m: StrictBool | None = Field(None, description="strided off-chip access along M (CLTune STRM)")
+    stride_n: StrictBool | None = Field(None, description="strided off-chip access along N (CLTune STRN)")
+    cache_a: StrictBool | None = Field(None, description="A staged through shared memory (CLTune SA)")
+    cache_b: StrictBool | None = Field(None, description="B staged through shared memory (CLTune SB)")
 
 
 KERNEL_FIELDS = tuple(KernelConfig.model_fields)
@@ -62,14 +66,16 @@ class GemmItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    b: int = Field(1, gt=0, le=MAX_DIM, description="batch count: independent GEMMs of this shape (bmm)")
-    m: int = Field(gt=0, le=MAX_DIM)
-    n: int = Field(gt=0, le=MAX_DIM)
-    k: int = Field(gt=0, le=MAX_DIM)
+    b: StrictInt = Field(
+        1, gt=0, le=MAX_DIM, description="batch count: independent GEMMs of this shape (bmm)"
+    )
+    m: StrictInt = Field(gt=0, le=MAX_DIM)
+    n: StrictInt = Field(gt=0, le=MAX_DIM)
+    k: StrictInt = Field(gt=0, le=MAX_DIM)
     dtype: Dtype = Field(Dtype.fp32, description="precision of the inputs A and B")
     math_dtype: Dtype | None = Field(None, description="precision of the multiplies; defaults to dtype")
-    trans_a: bool = False
-    trans_b: bool = False
+    trans_a: StrictBool = False
+    trans_b: StrictBool = False
     device: str = Field(min_length=1, description="any name the device catalogue resolves")
     kernel: KernelConfig | None = None
 

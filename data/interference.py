@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 #: Neighbour kinds, with what each stands for in the sources.
 KINDS: dict[str, str] = {
@@ -90,7 +90,7 @@ def check_neighbours(neighbours: Mapping[str, float]) -> dict[str, float]:
 
 
 #: An API field of neighbours: kind -> count, each kind known and each count in bounds.
-Neighbours = Annotated[dict[str, float], AfterValidator(check_neighbours)]
+Neighbours = Annotated[dict[str, StrictFloat], AfterValidator(check_neighbours)]
 
 
 class InterferenceItem(BaseModel):
@@ -107,9 +107,11 @@ class InterferenceItem(BaseModel):
         description="kind -> how many of that kind run beside it; kinds: " + ", ".join(KINDS),
         examples=[{"cpu": 1, "l3": 2}],
     )
-    load_rps: float | None = Field(default=None, gt=0, le=1e7, description="requests per second offered")
-    replicas: int | None = Field(default=None, ge=1, le=1024)
-    solo: dict[str, float] = Field(
+    load_rps: StrictFloat | None = Field(
+        default=None, gt=0, le=1e7, description="requests per second offered"
+    )
+    replicas: StrictInt | None = Field(default=None, ge=1, le=1024)
+    solo: dict[str, StrictFloat] = Field(
         default_factory=dict,
         description="metrics measured alone; keys: " + ", ".join(SOLO_METRICS),
         examples=[{"p99_ms": 0.9, "ipc": 0.85}],
@@ -131,14 +133,14 @@ class TraceItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    window: list[list[float]] = Field(
+    window: list[list[StrictFloat]] = Field(
         min_length=2,
         max_length=WINDOW_STEPS,
         description=f"[time][channel], oldest first, one sample per {SAMPLE_SECONDS:g} s, at most "
         f"{WINDOW_STEPS}; {len(TRACE_CHANNELS)} channels in this order: " + ", ".join(TRACE_CHANNELS),
     )
-    load_rps: float | None = Field(default=None, gt=0, le=1e7)
-    replicas: int | None = Field(default=None, ge=1, le=1024)
+    load_rps: StrictFloat | None = Field(default=None, gt=0, le=1e7)
+    replicas: StrictInt | None = Field(default=None, ge=1, le=1024)
 
     @field_validator("window")
     @classmethod

@@ -21,7 +21,15 @@ from typing import Any, Literal
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.data.gemm import BYTES_PER_ELEMENT, MAX_DIM, Dtype
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 CONFIGS_DIR = Path(__file__).with_name("public") / "model_configs"
 MAX_RANK = 8
@@ -129,10 +137,10 @@ class ModelLatencyItem(BaseModel):
         None, description="a known config's name (see known_configs) or an inline HF-style config"
     )
     ops: list[OperatorSpec] | None = Field(None, min_length=1, description="explicit operators instead")
-    batch: int | None = Field(
+    batch: StrictInt | None = Field(
         None, gt=0, le=MAX_DIM, description="batch size (a model needs it; ops carry shapes)"
     )
-    seq: int | None = Field(None, gt=0, le=MAX_DIM, description="sequence length (a model needs it)")
+    seq: StrictInt | None = Field(None, gt=0, le=MAX_DIM, description="sequence length (a model needs it)")
     mode: Mode = "inf"
     dtype: Dtype = Dtype.fp32
     device: str = Field(min_length=1, description="any name the device catalogue resolves")

@@ -11,7 +11,16 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from preflight.data import arch
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 Space = Literal["nb201", "fbnet", "nb101", "nasbench-graph", "opgraph"]
@@ -54,13 +63,13 @@ class LatencyItem(ArchItem):
     """An architecture run on a device setting: the device, the batch size and the runtime."""
 
     device: str = Field(min_length=1, description="any name the catalogue resolves, or a registered device")
-    batch_size: int = Field(1, ge=1, le=1_000_000)
+    batch_size: StrictInt = Field(1, ge=1, le=1_000_000)
     framework: str | None = Field(
         None, description="runtime, e.g. litert, onnx, torchmobile (HW-NAS-Bench-360)"
     )
 
 
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Fraction = Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 class CurveItem(BaseModel):
@@ -91,14 +100,18 @@ class CurveItem(BaseModel):
         max_length=10_000,
         description="validation accuracy (a fraction) after each epoch measured so far",
     )
-    epochs: list[Annotated[int, Field(ge=1)]] | None = Field(
+    epochs: list[Annotated[StrictInt, Field(ge=1)]] | None = Field(
         None,
         min_length=1,
         description="the epoch (or training-set size) of each curve point, increasing (default 1, 2, ...)",
     )
-    budget: int = Field(ge=1, le=10_000_000, description="epochs (or training-set size) of the run in full")
-    learning_rate: float | None = Field(None, gt=0, allow_inf_nan=False, description="initial learning rate")
-    batch_size: int | None = Field(None, ge=1, le=1_000_000)
+    budget: StrictInt = Field(
+        ge=1, le=10_000_000, description="epochs (or training-set size) of the run in full"
+    )
+    learning_rate: StrictFloat | None = Field(
+        None, gt=0, allow_inf_nan=False, description="initial learning rate"
+    )
+    batch_size: StrictInt | None = Field(None, ge=1, le=1_000_000)
 
     @field_validator("arch")
     @classmethod

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -15,7 +17,34 @@ class Settings(BaseSettings):
 
     home: Path = Field(default=Path(".preflight"), description="tables, MLflow DB, artifacts")
     datasets: Path | None = Field(default=None, description="a folder laid out like shared/datasets")
-    api_keys: list[str] = Field(default_factory=list, description="empty: no auth")
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="keys for X-API-Key, a JSON list or comma-separated; empty: one generated in "
+        "HOME/api-key. Routes that change state (registration, reload) always need one",
+    )
+    artifact_root: str | None = Field(
+        None,
+        description="where new experiments keep artifacts (a team's shared store); default HOME/artifacts",
+    )
+    protect_reads: bool = Field(False, description="predictions and listings need a key too")
+    max_body_bytes: int = Field(4 * 2**20, ge=1024, description="larger request bodies get a 413")
+    request_timeout_s: float = Field(60.0, gt=0, description="a request running longer gets a 504")
+    reload_interval_s: float = Field(
+        30.0,
+        ge=0,
+        description="how often to look for a moved champion alias; 0: only on POST /v1/admin/reload",
+    )
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _keys(cls, value: object) -> object:
+        """``'["a", "b"]'``, ``'a,b'`` or empty (no keys configured)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [key.strip() for key in text.split(",") if key.strip()]
 
     @property
     def tracking_uri(self) -> str:
@@ -27,6 +56,11 @@ class Settings(BaseSettings):
     @property
     def tables_dir(self) -> Path:
         return self.home / "tables"
+
+    @property
+    def api_key_file(self) -> Path:
+        """The key generated for a home with no ``PREFLIGHT_API_KEYS`` (readable by its owner only)."""
+        return self.home / "api-key"
 
     @property
     def devices_file(self) -> Path:

@@ -7,9 +7,11 @@ single-item request pays for this on every call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
-from preflight.data.catalogue import Catalogue
+from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
 from preflight.features import Features, device, numbers
 
@@ -70,6 +72,48 @@ def _library_tile(dim: np.ndarray) -> np.ndarray:
     return np.clip(2 ** np.ceil(np.log2(np.maximum(dim, 1))), *TILE_EDGE_RANGE)
 
 
+#: Meta columns read off each row's spec sheet.
+_META: dict[str, Callable[[DeviceSpec], str]] = {
+    "device_id": lambda s: s.id,
+    "device_kind": lambda s: s.kind,
+    "architecture": lambda s: s.architecture or s.id,
+}
+
+
+def _devices(names: np.ndarray, catalogue: Catalogue) -> tuple[np.ndarray, list[DeviceSpec]]:
+    """Each row's index into the distinct devices' spec sheets (resolved once each, in order of first
+    appearance, so an unknown device is named as a row-by-row pass would name it)."""
+    index, distinct = pd.factorize(names, use_na_sentinel=False)
+    return index, device.resolve(np.asarray(distinct), catalogue)
+
+
+def _peaks(
+    specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's dense GEMM peak (TFLOP/s) and whether it came from a fallback dtype (1.0), looked up
+    once per distinct device and dtype."""
+    dtype_index, dtypes = pd.factorize(math_dtype, use_na_sentinel=False)
+    pair_index, pairs = pd.factorize(device_index * len(dtypes) + dtype_index)
+    peaks = [specs[p // len(dtypes)].gemm_peak(Dtype(dtypes[p % len(dtypes)])) for p in pairs.tolist()]
+    peak = np.array([p for p, _ in peaks], dtype=float)
+    fallback = np.array([f for _, f in peaks], dtype=float)
+    return peak[pair_index], fallback[pair_index]
+
+
+def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> np.ndarray:
+    """``function`` of each row's value, called once per distinct value."""
+    index, distinct = pd.factorize(values, use_na_sentinel=False)
+    return np.array([function(v) for v in distinct], dtype=dtype)[index]
+
+
+def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``MxNxK``, or ``BxMxNxK`` for a batch of more than one."""
+    shape = m.astype(int).astype(str)
+    for dim in (n, k):
+        shape = np.char.add(np.char.add(shape, "x"), dim.astype(int).astype(str))
+    return np.where(b > 1, np.char.add(np.char.add(b.astype(int).astype(str), "x"), shape), shape)
+
+
 def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for canonical GEMM rows (loaders' tables or API items as rows).
 
@@ -84,12 +128,12 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     math_dtype = (
         rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype
     )
-    specs = device.resolve(rows["device"].to_numpy(), catalogue)
-    spec = device.spec_columns(specs)
-    peaks = [s.gemm_peak(Dtype(d)) for s, d in zip(specs, math_dtype)]
-    peak = np.array([p for p, _ in peaks]) * 1e12
+    device_index, specs = _devices(rows["device"].to_numpy(), catalogue)
+    spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
+    peak, peak_is_fallback = _peaks(specs, device_index, math_dtype)
+    peak = peak * 1e12
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9
-    element_bytes = np.array([BYTES_PER_ELEMENT[Dtype(d)] for d in dtype], dtype=float)
+    element_bytes = _each(dtype, lambda d: BYTES_PER_ELEMENT[Dtype(d)], float)
     flops = 2 * b * m * n * k
     traffic = b * (element_bytes * (m * k + k * n) + 4 * m * n)  # inputs once, fp32/int32 output
     compute_s, memory_s = flops / peak, traffic / bandwidth
@@ -117,16 +161,16 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             # the device's balance (FLOP per byte at its ridge point): a dimensionless property, and the
             # handle by which measurements of one device adapt the model to it (few-shot refits)
             "ridge_log2": np.log2(peak / bandwidth),
-            "dtype": [_DTYPE_CODES[d] for d in dtype],
-            "math_dtype": [_DTYPE_CODES[d] for d in math_dtype],
+            "dtype": _each(dtype, _DTYPE_CODES.__getitem__, int),
+            "math_dtype": _each(math_dtype, _DTYPE_CODES.__getitem__, int),
             "element_bytes": element_bytes,
             "batched": (b > 1).astype(float),
             "trans_a": rows["trans_a"].to_numpy(dtype=float),
             "trans_b": rows["trans_b"].to_numpy(dtype=float),
-            "peak_is_fallback": np.array([f for _, f in peaks], dtype=float),
+            "peak_is_fallback": peak_is_fallback,
             "bound_by_compute": (compute_s >= memory_s).astype(float),
-            "device_kind": device.kind_codes(specs),
-            "vendor": device.vendor_codes(specs),
+            "device_kind": device.kind_codes(specs)[device_index],
+            "vendor": device.vendor_codes(specs)[device_index],
             "library_tile_m_log2": np.log2(tile_m),
             "library_tile_n_log2": np.log2(tile_n),
             **{f"library_{name}": v for name, v in _quantization(b, m, n, tile_m, tile_n, units).items()},
@@ -143,13 +187,11 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     )
     meta = pd.DataFrame(
         {
-            "device_id": [s.id for s in specs],
-            "device_kind": [s.kind for s in specs],
-            "architecture": [s.architecture or s.id for s in specs],
-            "shape": [
-                f"{int(c)}x{a}x{bb}x{kk}" if c > 1 else f"{a}x{bb}x{kk}"
-                for c, a, bb, kk in zip(b, m.astype(int), n.astype(int), k.astype(int))
-            ],
+            **{
+                name: np.array([value(s) for s in specs], dtype=object)[device_index]
+                for name, value in _META.items()
+            },
+            "shape": _shapes(b, m, n, k),
             "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
             "dtype": dtype,
             # calibration stratum: tuned-kernel sweeps err differently from library calls

@@ -10,14 +10,13 @@ sheet, so the interval reflects the error on what a user brings new. Few-shot ad
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features, concat
-from preflight.models import fewshot
+from preflight.models import envelope, fewshot
 from preflight.models.calibration import Calibration, residual_table, strata
 from preflight.models.envelope import Envelope
 from preflight.models.families import Family, make_family
@@ -29,10 +28,20 @@ CALIBRATION_FOLDS = 4
 LEAVE_ONE_OUT_MAX_GROUPS = 20
 
 
+#: Every kind of warning code and what it says: the envelope's (``envelope.CODES``) and the predictor's.
+CODES = envelope.CODES | {
+    "unmeasured": "unmeasured:TARGET: the device was measured in training, but never for this target",
+    "missing": "missing:TARGET: no estimate (null): the input lacks the scale the target is predicted "
+    "relative to (e.g. the device's tdp_w)",
+    "prior": "prior:TARGET: the estimate comes from a physical prior, not from measurements of the "
+    "target; its interval spans the prior and is not calibrated",
+}
+
+
 @dataclass
 class Estimates:
-    """Point estimates and intervals per target, the out-of-distribution reasons per row, and notes
-    per row that qualify an estimate without putting the input out of distribution."""
+    """Point estimates and intervals per target, the out-of-distribution reason codes per row, and
+    notes per row that qualify an estimate without putting the input out of distribution."""
 
     value: pd.DataFrame
     low: pd.DataFrame
@@ -41,25 +50,37 @@ class Estimates:
     notes: list[list[str]] = field(default_factory=list)
 
     def records(self) -> list[dict]:
-        """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None)."""
-
-        def column(frame: pd.DataFrame, target: str) -> list:
-            values = frame[target].to_numpy(dtype=float)
-            return [v if math.isfinite(v) else None for v in values.tolist()]
-
-        bounds = {t: (column(self.value, t), column(self.low, t), column(self.high, t)) for t in self.value}
-        out = []
+        """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None);
+        the warnings are the reason codes, ``missing:TARGET`` for each target without an estimate,
+        then the notes."""
+        targets = list(self.value.columns)
+        value, low, high = (_by_target(frame, targets) for frame in (self.value, self.low, self.high))
+        per_target = [
+            [{"value": v, "low": lo, "high": hi} for v, lo, hi in zip(*bounds)]
+            for bounds in zip(_finite(value), _finite(low), _finite(high))
+        ]
+        missing: list[list[str]] = [[] for _ in self.reasons]
+        for j, i in zip(*np.nonzero(~np.isfinite(value))):  # target by target: each row's in order
+            missing[i].append(f"missing:{targets[j]}")
         notes = self.notes or [[] for _ in self.reasons]
-        for i, reasons in enumerate(self.reasons):
-            record = {t: {"value": v[i], "low": lo[i], "high": hi[i]} for t, (v, lo, hi) in bounds.items()}
-            missing = [
-                f"no {t} estimate: the input lacks the scale it is predicted relative to "
-                "(e.g. the device's tdp_w)"
-                for t, estimate in record.items()
-                if estimate["value"] is None
-            ]
-            out.append(record | {"ood": bool(reasons), "warnings": reasons + missing + notes[i]})
-        return out
+        return [
+            dict(zip(targets, estimates)) | {"ood": bool(reasons), "warnings": reasons + lacking + noted}
+            for *estimates, reasons, lacking, noted in zip(*per_target, self.reasons, missing, notes)
+        ]
+
+
+def _by_target(frame: pd.DataFrame, targets: list[str]) -> np.ndarray:
+    """A frame's target columns as floats, one row per target."""
+    ordered = frame if list(frame.columns) == targets else frame[targets]  # selecting costs a copy
+    return ordered.to_numpy(dtype=float).T
+
+
+def _finite(array: np.ndarray) -> list[list[float | None]]:
+    """An array as nested lists, NaN and infinity as None."""
+    out = array.tolist()
+    for i, j in zip(*np.nonzero(~np.isfinite(array))):
+        out[i][j] = None
+    return out
 
 
 def folds(groups: pd.Series, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -106,6 +127,8 @@ class Predictor:
             unseen, _ = self._out_of_fold(features, Y, machines, n_folds)
             self.calibration_.add("unseen", Y, unseen, row_strata)
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
+        if task.primary_target not in self.targets:
+            raise DataError(f"too few rows with {task.primary_target} to learn it ({len(Y)} rows in all)")
         self.family_ = self.base_family_ = self.new_family().fit(features, Y)
         self.envelope_ = Envelope(task.envelope_columns).fit(features.X, features.meta)
         self.target_devices_ = {
@@ -188,23 +211,39 @@ class Predictor:
         return estimates
 
     def _reasons(self, features: Features, devices: np.ndarray, targets: list[str]) -> list[list[str]]:
-        """Why each row lies outside what the model has seen: the envelope's reasons, less the device
-        for devices measured since, plus targets never measured on a device seen in training."""
+        """Codes of why each row lies outside what the model has seen: the envelope's, less the device
+        for devices measured since, plus ``unmeasured:TARGET`` for targets never measured on a device
+        seen in training."""
         reasons = self.envelope_.reasons(features.X, features.meta)
         column = self.task.device_column
-        seen = set(self.envelope_.seen_.get(column or "", []))
-        for i, device in enumerate(devices if column else []):
-            if device in self.shots_:  # measured by the user: no longer unseen
-                reasons[i] = [r for r in reasons[i] if not r.startswith(f"{column}={device} ")]
-            measured = set(self.shots_.get(device, {}))
-            reasons[i] += [
-                f"{t}: {column}={device} has no {t} measurements in the training data"
-                for t in targets
-                if device in seen
-                and t not in measured
-                and device not in self.target_devices_.get(t, [device])
-            ]
+        if column is None:
+            return reasons
+        for i in np.flatnonzero(np.isin(devices, list(self.shots_))).tolist():  # measured by the user
+            reasons[i] = [r for r in reasons[i] if r != f"unseen:{column}={devices[i]}"]
+        seen = np.isin(devices, self.envelope_.seen_.get(column, []))
+        for target in (t for t in targets if t in self.target_devices_):
+            shot = [device for device, measured in self.shots_.items() if target in measured]
+            lacking = seen & ~np.isin(devices, self.target_devices_[target]) & ~np.isin(devices, shot)
+            for i in np.flatnonzero(lacking).tolist():
+                reasons[i].append(f"unmeasured:{target}")
         return reasons
+
+    def explain(self, code: str) -> str:
+        """The full text of a warning code, with the training range it refers to; a warning that is
+        not a code (a task's note) is its own text."""
+        kind, _, subject = code.partition(":")
+        if kind == "unmeasured":
+            return f"{subject}: the device has no {subject} measurements in the training data"
+        if kind == "missing":
+            return (
+                f"no {subject} estimate: the input lacks the scale it is predicted relative to (e.g. tdp_w)"
+            )
+        if kind == "prior":
+            return (
+                f"{subject}: the estimate comes from a physical prior, never from measurements of it; "
+                "its interval spans the prior and is not calibrated"
+            )
+        return self.envelope_.explain(code) or code
 
     def probability_above(
         self, features: Features, target: str, value: np.ndarray, threshold: np.ndarray | float

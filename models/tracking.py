@@ -7,20 +7,23 @@ The promotion gate: a new version takes the ``champion`` alias when there is non
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from preflight.data.errors import NotTrained
+from preflight.data.errors import ModelUnavailable, NotTrained
 from preflight.data.settings import Settings
-from preflight.models import artifacts
+from preflight.models import artifacts, relocation
 from preflight.models.metrics import higher_is_better
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
 
 CHAMPION = "champion"
+
+log = logging.getLogger("preflight.state")
 
 
 @dataclass
@@ -29,6 +32,16 @@ class ModelInfo:
     version: str
     run_id: str
     family: str
+
+
+@dataclass
+class Serving:
+    """The version a service answers with: the champion, or the newest loadable version when the
+    champion cannot load (``fallback`` says why)."""
+
+    predictor: Predictor
+    info: ModelInfo
+    fallback: str | None = None
 
 
 @dataclass
@@ -49,10 +62,13 @@ def client(settings: Settings):
     environment and pin every later Settings to the first home.
     """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in the service log
     from mlflow import MlflowClient
 
     settings.home.mkdir(parents=True, exist_ok=True)
     uri = settings.tracking_uri
+    if not os.environ.get("MLFLOW_TRACKING_URI"):  # the home's own SQLite store
+        relocation.relocate(settings.home)
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
@@ -60,8 +76,8 @@ def _experiment(mlflow_client, settings: Settings, task: str) -> str:
     found = mlflow_client.get_experiment_by_name(task)
     if found is not None:
         return found.experiment_id
-    artifacts = (settings.home / "artifacts").resolve().as_uri()
-    return mlflow_client.create_experiment(task, artifact_location=artifacts)
+    location = settings.artifact_root or relocation.artifact_root(settings.home)
+    return mlflow_client.create_experiment(task, artifact_location=location)
 
 
 def log_run(
@@ -157,17 +173,89 @@ def _gate(
 
 
 def load_champion(settings: Settings, task: str) -> tuple[Predictor, ModelInfo]:
-    """The champion's predictor, loaded natively from its downloaded artifacts."""
+    """The predictor to answer with (see :func:`load_serving`) and its version."""
+    serving = load_serving(settings, task)
+    if serving.fallback:
+        log.warning("%s: %s", task, serving.fallback)
+    return serving.predictor, serving.info
+
+
+def load_serving(settings: Settings, task: str) -> Serving:
+    """The champion, or else the newest version that loads (the last good one).
+
+    NotTrained when the task has no version at all; ModelUnavailable when none loads. Why a version
+    failed goes to the log, with paths; the error and ``fallback`` say it without them."""
     from mlflow.exceptions import MlflowException
 
     mlflow_client = client(settings)
-    try:
-        version = mlflow_client.get_model_version_by_alias(model_name(task), CHAMPION)
+    name = model_name(task)
+    try:  # the alias first: a version promoted meanwhile is then among those listed
+        champion = _alias_version(mlflow_client, name)
+        versions = sorted(
+            mlflow_client.search_model_versions(f"name='{name}'"), key=lambda v: int(v.version), reverse=True
+        )
     except MlflowException as exc:
-        raise NotTrained(task) from exc
-    info = ModelInfo(model_name(task), str(version.version), version.run_id, version.tags.get("family", ""))
+        log.error("%s: the registry could not be read: %s", task, exc)
+        raise ModelUnavailable(task, "the model registry could not be read") from None
+    if not versions:
+        raise NotTrained(task)
+    order = sorted(
+        versions, key=lambda v: str(v.version) != champion
+    )  # the champion first, then newest first
+    failures = []
+    for version in order:
+        try:
+            predictor = _load_version(mlflow_client, version)
+        except Exception as exc:  # any damage to one version's files: try the next one
+            log.error("%s v%s could not be loaded: %s: %s", task, version.version, type(exc).__name__, exc)
+            failures.append(f"v{version.version}: {_why(exc)}")
+            continue
+        info = ModelInfo(name, str(version.version), version.run_id, version.tags.get("family", ""))
+        fallback = None
+        if str(version.version) != champion:
+            lost = (
+                "no champion alias"
+                if champion is None
+                else f"champion v{champion} failed to load ({failures[0]})"
+                if any(str(v.version) == champion for v in versions)
+                else f"the champion alias names v{champion}, which does not exist"
+            )
+            fallback = f"{lost}; serving v{version.version}, the newest version that loads"
+        return Serving(predictor, info, fallback)
+    raise ModelUnavailable(task, f"no version of {name} could be loaded ({'; '.join(failures[:3])})")
+
+
+def champion_version(settings: Settings, task: str) -> str | None:
+    """The version the ``champion`` alias points at, or None (no alias, or one that dangles)."""
+    return _alias_version(client(settings), model_name(task))
+
+
+def has_versions(settings: Settings, task: str) -> bool:
+    """Whether the registry holds any version of the task (a champion or not)."""
+    return bool(client(settings).search_model_versions(f"name='{model_name(task)}'", max_results=1))
+
+
+def _alias_version(mlflow_client, name: str) -> str | None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(mlflow_client.get_model_version_by_alias(name, CHAMPION).version)
+    except MlflowException as exc:
+        if "RESOURCE_DOES_NOT_EXIST" in str(exc.error_code) or "not found" in str(exc).lower():
+            return None
+        raise
+
+
+def _load_version(mlflow_client, version) -> Predictor:
     with tempfile.TemporaryDirectory(prefix="preflight-") as tmp:  # the predictor is read into memory
-        return artifacts.load(Path(mlflow_client.download_artifacts(version.run_id, "predictor", tmp))), info
+        return artifacts.load(Path(mlflow_client.download_artifacts(version.run_id, "predictor", tmp)))
+
+
+def _why(exc: Exception) -> str:
+    """A failure in words that name no path."""
+    if isinstance(exc, OSError):
+        return "its artifacts are missing or unreadable"
+    return f"its artifacts are damaged ({type(exc).__name__})"
 
 
 def champion_summary(settings: Settings, task: str) -> dict | None:

@@ -1,15 +1,29 @@
-"""``create_app(settings)``: the FastAPI app, its lifespan (load champions) and Prometheus metrics."""
+"""``create_app(settings)``: the FastAPI app, its lifespan (load models, watch for new champions),
+limits and Prometheus metrics."""
 
+import asyncio
 import threading
 import time
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from preflight.data.settings import Settings
 from preflight.service import errors
-from preflight.service.deps import require_api_key
-from preflight.service.routes import devices, fpga, health, interference, nas, predict, tasks, whatif
+from preflight.service.deps import KEY_RESPONSES, require_read_key
+from preflight.service.routes import (
+    admin,
+    devices,
+    fpga,
+    health,
+    interference,
+    nas,
+    predict,
+    reasons,
+    tasks,
+    whatif,
+)
 from preflight.service.state import ServiceState
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
@@ -59,7 +73,10 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
             ).start()
         else:
             state.start(bootstrap=False)
+        stop = threading.Event()
+        threading.Thread(target=state.watch, args=(stop,), name="preflight-reload", daemon=True).start()
         yield
+        stop.set()
 
     app = FastAPI(
         title="preflight",
@@ -67,16 +84,34 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
         version="0.1.0",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        max_body_size=settings.max_body_bytes,  # larger bodies: 413, refused as they arrive
     )
     errors.install(app)
     app.include_router(health.router)
-    secured = [Depends(require_api_key)]
-    app.include_router(tasks.router, dependencies=secured)
-    app.include_router(devices.router, dependencies=secured)
-    app.include_router(predict.router(), dependencies=secured)
-    app.include_router(nas.router, dependencies=secured)
-    app.include_router(whatif.router, dependencies=secured)
-    app.include_router(interference.router, dependencies=secured)
-    app.include_router(fpga.router, dependencies=secured)
+    app.include_router(admin.router)
+    reads, responses = [Depends(require_read_key)], errors.RESPONSES | KEY_RESPONSES
+    routers = (tasks.router, devices.router, predict.router(), nas.router, whatif.router, interference.router)
+    for router in (*routers, fpga.router, reasons.router):
+        app.include_router(router, dependencies=reads, responses=responses)
+    _deadline(app, settings.request_timeout_s)
     _metrics(app)
     return app
+
+
+#: Paths of routes that change state: they run to the end, never cut off by the deadline.
+CHANGES_STATE = ("/v1/devices", "/v1/admin")
+
+
+def _deadline(app: FastAPI, seconds: float) -> None:
+    """A request running past ``seconds`` gets a 504 (its work finishes in the background); routes
+    that change state are exempt, so a client is never told 504 about a change that then lands."""
+
+    @app.middleware("http")
+    async def deadline(request: Request, call_next):
+        if request.url.path.startswith(CHANGES_STATE):  # a change must not go on after its client is told 504
+            return await call_next(request)
+        try:
+            return await asyncio.wait_for(call_next(request), seconds)
+        except TimeoutError:
+            detail = f"no answer within {seconds:g} s (PREFLIGHT_REQUEST_TIMEOUT_S); try fewer items"
+            return JSONResponse({"detail": detail}, status_code=504)

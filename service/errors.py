@@ -1,34 +1,90 @@
 """The one place where preflight's error tree, and request validation, become HTTP."""
 
 import json
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from preflight.data.errors import (
     DataError,
     DeviceConflict,
     ModelStateError,
+    ModelUnavailable,
     NotTrained,
     PreflightError,
     UnknownDevice,
     UnknownTask,
     UsageError,
 )
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 #: The most specific kind first: UnknownTask is a UsageError, NotTrained a ModelStateError.
 STATUS = {
     UnknownTask: 404,
     UnknownDevice: 404,
     NotTrained: 503,
+    ModelUnavailable: 503,
     DataError: 422,
     UsageError: 400,
     DeviceConflict: 409,
     ModelStateError: 409,
 }
-#: A rejected input larger than this (a 10,001-item list) is not echoed back in the 422.
-MAX_ECHOED_ITEMS = 20
+#: The methods a 405's ``Allow`` may list.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+#: A 422 lists at most this many errors, and echoes at most this many characters of each input.
+MAX_ERRORS, MAX_ECHO = 20, 200
+
+
+class Problem(BaseModel):
+    """An error answer: what is wrong and the kind of error."""
+
+    detail: str
+    error: str | None = None
+
+
+class FieldError(BaseModel):
+    """One invalid field of a request: where it is, what is wrong, and what was sent (or an excerpt)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+    input: Any = None
+    input_excerpt: str | None = None
+
+
+class Invalid(BaseModel):
+    """A 422: the request's invalid fields (``detail`` a list), or, for well-formed items the data
+    cannot answer (e.g. a device without the spec a model needs), a sentence and ``error``."""
+
+    detail: list[FieldError] | str
+    error: str | None = None
+    more_errors: int | None = Field(None, description="invalid fields beyond those listed")
+
+
+#: What any route may answer, whatever it does: the app's limits on bodies and time. A body whose
+#: Content-Length is over the limit is refused before it is read, in plain text; one that turns out
+#: longer while it is read gets a Problem.
+LIMITS: dict[int | str, dict] = {
+    413: {
+        "model": Problem,
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+        "description": "a request body over PREFLIGHT_MAX_BODY_BYTES",
+    },
+    504: {"model": Problem, "description": "no answer within PREFLIGHT_REQUEST_TIMEOUT_S"},
+}
+#: What any /v1 route may answer besides its own result, for the OpenAPI document.
+RESPONSES: dict[int | str, dict] = {
+    400: {"model": Problem, "description": "options that cannot work together, or a body that is not JSON"},
+    404: {"model": Problem, "description": "an unknown task or device (the answer lists known ones)"},
+    409: {"model": Problem, "description": "a name that another device owns, or a model that cannot answer"},
+    422: {"model": Invalid, "description": "invalid fields, or items the data at hand cannot answer"},
+    503: {"model": Problem, "description": "the task has no model that answers (untrained, or damaged)"},
+} | LIMITS
 
 
 def _status(exc: PreflightError) -> int:
@@ -50,27 +106,59 @@ async def preflight_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _trimmed(error: dict) -> dict:
-    """The error without its input where that is huge or not valid JSON (1e400 parses to infinity)."""
-    value = error.get("input")
-    if isinstance(value, (list, dict)) and len(value) > MAX_ECHOED_ITEMS or not _json_safe(value):
-        return {k: v for k, v in error.items() if k != "input"}
-    return error
+    """The error with its input cut to an excerpt of :data:`MAX_ECHO` characters, and so are the
+    field names and message (an unknown key of a megabyte is both)."""
+    kept = {k: v for k, v in error.items() if k != "input"} | _echo(error)
+    kept["loc"] = [_cut(part) if isinstance(part, str) else part for part in error.get("loc", ())]
+    if isinstance(kept.get("msg"), str):
+        kept["msg"] = _cut(kept["msg"])
+    return kept
 
 
-def _json_safe(value: object) -> bool:
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_ECHO else text[:MAX_ECHO] + "..."
+
+
+def _echo(error: dict) -> dict:
+    if "input" not in error:
+        return {}
     try:
-        json.dumps(jsonable_encoder(value), allow_nan=False)
-        return True
-    except ValueError:
-        return False
+        text = json.dumps(jsonable_encoder(error["input"]), allow_nan=False)
+    except (ValueError, TypeError):  # 1e400 parses to infinity; a value JSON cannot carry
+        return {}
+    if len(text) <= MAX_ECHO:
+        return {"input": error["input"]}
+    return {"input_excerpt": text[:MAX_ECHO] + "..."}
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's 422 (each error names its field), without echoing huge inputs back."""
+    """FastAPI's 422 (each error names its field), at most :data:`MAX_ERRORS` of them, each echoing
+    at most an excerpt of its input."""
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse({"detail": jsonable_encoder([_trimmed(e) for e in exc.errors()])}, status_code=422)
+    found = exc.errors()
+    body: dict[str, object] = {"detail": jsonable_encoder([_trimmed(e) for e in found[:MAX_ERRORS]])}
+    if len(found) > MAX_ERRORS:
+        body["more_errors"] = len(found) - MAX_ERRORS
+    return JSONResponse(body, status_code=422)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's answer, except that a 405's ``Allow`` lists every method of the path (Starlette
+    names only those of the first route on it: ``GET`` where ``POST /v1/devices`` exists too)."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        routes = request.app.router.routes
+        allowed = [
+            method
+            for method in METHODS
+            if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+        ]
+        if allowed:
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+    return await http_exception_handler(request, exc)
 
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(PreflightError, preflight_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)

@@ -12,9 +12,22 @@ from preflight.models.explore import LIKELY_SHARE
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
 from preflight.models.whatif import WhatIf
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 MAX_ITEMS = 10_000
+#: Measurements one registration may carry (a few-shot adaptation needs a handful), and name lengths.
+MAX_MEASUREMENTS, MAX_NAME = 1_000, 128
 
 
 class ModelInfoPublic(BaseModel):
@@ -28,8 +41,32 @@ class PredictResponse(BaseModel):
     task: str
     model: ModelInfoPublic
     predictions: list[dict[str, Any]] = Field(
-        description="per item: {target: {value, low, high}}, ood, warnings"
+        description="per item: {target: {value, low, high}}, ood, warnings: codes `kind:subject` "
+        "(GET /v1/ood-reasons lists the kinds, POST /v1/ood-reasons/explain gives their full text)"
     )
+
+
+class ReasonCode(BaseModel):
+    kind: str = Field(description="the part of a code before its first colon")
+    meaning: str = Field(description="the code's form and what it says")
+
+
+class ExplainRequest(BaseModel):
+    """Warnings of a task's predictions, to be spelled out against the model that answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(max_length=MAX_NAME, examples=["gemm"])
+    warnings: list[str] = Field(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        examples=[["unseen:device_id=nvidia-h100-sxm5-80gb", "range:m_log2"]],
+    )
+
+
+class Explanation(BaseModel):
+    warning: str
+    text: str = Field(description="the full text, with the training range a range code refers to")
 
 
 class PredictRequest(BaseModel):
@@ -39,6 +76,14 @@ class PredictRequest(BaseModel):
 
     items: list[Any] = Field(min_length=1, max_length=MAX_ITEMS)
     coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _not_too_many(cls, items: Any) -> Any:
+        """Refuse an over-long list before validating its items one by one (a 100,000-item body)."""
+        if isinstance(items, list) and len(items) > MAX_ITEMS:
+            raise ValueError(f"at most {MAX_ITEMS} items per request, got {len(items)}: split the batch")
+        return items
 
 
 def predict_request(task: Task) -> type[PredictRequest]:
@@ -75,11 +120,13 @@ class DeviceRegistration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     spec: DeviceSpec | None = None
-    device: str | None = Field(None, description="an existing device to add measurements to (when no spec)")
-    task: str = Field("gemm", description="the task the measurements belong to")
+    device: str | None = Field(
+        None, max_length=MAX_NAME, description="an existing device to add measurements to (when no spec)"
+    )
+    task: str = Field("gemm", max_length=MAX_NAME, description="the task the measurements belong to")
     measurements: list[dict[str, Any]] = Field(
         default_factory=list,
-        max_length=MAX_ITEMS,
+        max_length=MAX_MEASUREMENTS,
         description="item fields (device may be omitted) plus measured targets, e.g. runtime_ms",
     )
 
@@ -92,14 +139,14 @@ class DevicePublic(BaseModel):
 class EarlyStopRequest(CurveItem):
     """A partial learning curve, the run's budget, and the accuracy to beat."""
 
-    incumbent: float | None = Field(
+    incumbent: StrictFloat | None = Field(
         None,
         ge=0,
         le=1,
         allow_inf_nan=False,
         description="the best final accuracy so far (a fraction); none yet: continue",
     )
-    risk: float = Field(
+    risk: StrictFloat = Field(
         DEFAULT_RISK,
         gt=0,
         lt=1,
@@ -107,13 +154,13 @@ class EarlyStopRequest(CurveItem):
         "P is a share of k neighbouring calibration residuals (k >= 30) and stays above 1/(k+1), "
         "about 0.03 on the shipped curves, so a risk below that stops only runs that cannot win",
     )
-    valid_size: int | None = Field(
+    valid_size: StrictInt | None = Field(
         None,
         ge=1,
         description="examples the accuracy is measured on: with it, a final "
         "accuracy equal to the incumbent's does not count as beating it",
     )
-    coverage: float = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")
 
 
 class Estimate(BaseModel):
@@ -146,7 +193,7 @@ class Workload(BaseModel):
     )
 
 
-USDPerHour = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+USDPerHour = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
 
 
 class WhatIfRequest(BaseModel):
@@ -161,7 +208,7 @@ class WhatIfRequest(BaseModel):
     prices: dict[str, USDPerHour] = Field(
         default_factory=dict, description="USD per hour by device name; gives the cost per million runs"
     )
-    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
 
 
 class WhatIfRanks(BaseModel):
@@ -224,7 +271,7 @@ class PlaceRequest(BaseModel):
 
     workload: InterferenceItem
     hosts: list[CandidateHost] = Field(min_length=1, max_length=MAX_ITEMS)
-    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
 
     @model_validator(mode="after")
     def _one_host_each(self) -> Self:
@@ -259,10 +306,10 @@ class ResourceLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    lut: float = Field(0.8, gt=0, le=1)
-    ff: float = Field(0.8, gt=0, le=1)
-    dsp: float = Field(0.8, gt=0, le=1)
-    bram: float = Field(0.8, gt=0, le=1)
+    lut: StrictFloat = Field(0.8, gt=0, le=1)
+    ff: StrictFloat = Field(0.8, gt=0, le=1)
+    dsp: StrictFloat = Field(0.8, gt=0, le=1)
+    bram: StrictFloat = Field(0.8, gt=0, le=1)
 
 
 class ExploreRequest(BaseModel):
@@ -274,24 +321,24 @@ class ExploreRequest(BaseModel):
     graph: str | dict = Field(default="", description=FpgaItem.model_fields["graph"].description)
     tool: Tool = "v20"
     device: str = BOARD
-    designs: list[dict[str, int | str]] = Field(
+    designs: list[dict[str, StrictInt | str]] = Field(
         min_length=1,
         max_length=MAX_ITEMS,
         description="pragma settings, each as in an fpga item's pragmas",
         examples=[[{"__PARA__L0": 1}, {"__PARA__L0": 4, "__PIPE__L0": "flatten"}]],
     )
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
-    likely_valid_share: float = Field(
+    likely_valid_share: StrictFloat = Field(
         LIKELY_SHARE,
         gt=0,
         le=1,
         description="count as fitting only this share of the settings, those most likely valid (for a "
         "kernel never seen, probabilities shift as a whole but keep much of their order)",
     )
-    min_valid_probability: float | None = Field(
+    min_valid_probability: StrictFloat | None = Field(
         None, ge=0, le=1, description="also require at least this P(valid); none: the share alone"
     )
-    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
 
     _items: list[FpgaItem] = PrivateAttr(default_factory=list)
 
@@ -334,3 +381,23 @@ class ExploreResponse(BaseModel):
     best: int | None = Field(description="index of the feasible setting with the fewest predicted cycles")
     coverage: float
     designs: list[ExploredDesign] = Field(description="feasible settings first, fewest cycles first")
+
+
+class TaskReadiness(BaseModel):
+    state: Literal["loading", "training", "ready", "fallback", "failed", "untrained"]
+    detail: str = Field(
+        description="why a task is not ready, or which version serves instead of the champion"
+    )
+    version: str | None = Field(description="the version answering, when one does")
+
+
+class Readiness(BaseModel):
+    ready: bool
+    status: str
+    loaded: list[str] = Field(description="tasks that answer predictions")
+    tasks: dict[str, TaskReadiness]
+
+
+class Reloaded(BaseModel):
+    reloaded: list[str] = Field(description="tasks whose served version changed")
+    tasks: dict[str, TaskReadiness]

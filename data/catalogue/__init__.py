@@ -188,6 +188,14 @@ class Catalogue:
                 raise UnknownDevice(name, sorted(snapshot.devices[i].name for i in ids))
         raise UnknownDevice(name, self.close_matches(name))
 
+    def named(self, name: str) -> DeviceSpec:
+        """The device whose id, name or alias is exactly ``name`` (any case): no looser matching, for
+        changes such as a deletion."""
+        found = self._snapshot.exact.get(name.lower())
+        if found is None:
+            raise UnknownDevice(name, self.close_matches(name))
+        return self._snapshot.devices[found]
+
     def close_matches(self, name: str, n: int = 5) -> list[str]:
         snapshot = self._snapshot
         keys = {_key(alias): spec_id for alias, spec_id in snapshot.exact.items()}

@@ -21,11 +21,6 @@ from preflight.models.task import Task, register
 if TYPE_CHECKING:
     from preflight.models.predictor import Estimates
 
-POWER_WARNING = (
-    "power_w, energy_j: physical model (static + dynamic power, bounded by TDP), physics prior only: "
-    "no GEMM power was measured on any device; the interval spans the prior, it is not calibrated"
-)
-
 
 def _watts(
     kinds: np.ndarray, roofline: np.ndarray, runtime: np.ndarray, tdp: np.ndarray, bound: str
@@ -60,7 +55,8 @@ def physical_power(features: Features, estimates: Estimates) -> None:
     estimates.high["power_w"] = _watts(kinds, roofline, low, tdp, "high")
     estimates.low["energy_j"] = power.energy_j(_watts(kinds, roofline, low, tdp, "low"), low)
     estimates.high["energy_j"] = power.energy_j(_watts(kinds, roofline, high, tdp, "high"), high)
-    estimates.notes = [[POWER_WARNING] if np.isfinite(watt) else [] for watt in watts]
+    # physical model (static + dynamic power, bounded by TDP): no GEMM power was measured on any device
+    estimates.notes = [["prior:power_w", "prior:energy_j"] if np.isfinite(watt) else [] for watt in watts]
 
 
 GEMM = register(

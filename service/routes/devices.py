@@ -2,21 +2,23 @@
 
 import math
 from collections import Counter
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Path
 from fastapi.exceptions import RequestValidationError
 from preflight.data.catalogue import DeviceSpec
 from preflight.models.datasets import device_spec
 from preflight.models.task import Task, get_task
-from preflight.service.deps import StateDep
-from preflight.service.schemas import DevicePublic, DeviceRegistration
+from preflight.service.deps import KEY_RESPONSES, StateDep, require_admin_key
+from preflight.service.schemas import MAX_NAME, DevicePublic, DeviceRegistration
+from preflight.service.state import ImplausibleMeasurements
 from pydantic import ValidationError
 
 router = APIRouter(tags=["devices"])
 
 
 def _counts(state) -> dict[str, Counter]:
-    return {task: Counter(row["device_id"] for row in rows) for task, rows in state.measurements().items()}
+    return {task: Counter(row["device_id"] for row in rows) for task, rows in state.measurements.items()}
 
 
 def _public(spec: DeviceSpec, counts: dict[str, Counter]) -> DevicePublic:
@@ -30,7 +32,7 @@ def list_devices(state: StateDep) -> list[DevicePublic]:
 
 
 @router.get("/v1/devices/{name}", response_model=DevicePublic)
-def get_device(name: str, state: StateDep) -> DevicePublic:
+def get_device(name: Annotated[str, Path(max_length=MAX_NAME)], state: StateDep) -> DevicePublic:
     """Any name the catalogue resolves (``p100``, ``Tesla V100-SXM2-16GB``, an lscpu model name)."""
     return _public(state.catalogue.resolve(name), _counts(state))
 
@@ -65,14 +67,24 @@ def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> l
 
 
 def _positive_number(value: object) -> bool:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    )
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an integer of 400 digits
+        return False
 
 
-@router.post("/v1/devices", response_model=DevicePublic, status_code=201)
+@router.post(
+    "/v1/devices",
+    response_model=DevicePublic,
+    status_code=201,
+    responses=KEY_RESPONSES,
+    dependencies=[Depends(require_admin_key)],
+)
 def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
-    """Register a spec sheet, and/or give K measurements that adapt the champion to the device."""
+    """Register a spec sheet, and/or give K measurements that adapt the champion to the device
+    (each checked against the device's roofline and the model first). Needs an API key."""
     if body.spec is None and body.device is None:
         raise RequestValidationError(
             [{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device", "input": None}]
@@ -92,8 +104,25 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
         )
     spec, new = (body.spec, True) if body.spec else device_spec(task, body.device or "", state.catalogue)
     rows = _measurement_rows(task, spec.id, body.measurements) if task is not None else []
-    if new:  # registered after the measurements were checked: a refused request registers nothing
-        state.catalogue.register(spec)
-    if task is not None and rows:
-        state.add_measurements(task, rows)
+    try:  # registered after the measurements were validated: a refused request registers nothing
+        state.register_device(spec if new else None, task, rows)
+    except ImplausibleMeasurements as exc:
+        raise RequestValidationError(
+            [
+                {"type": "value_error", "loc": ("body", "measurements", i, target), "msg": why}
+                for i, target, why in exc.problems
+            ]
+        ) from None
     return _public(state.catalogue.resolve(spec.id), _counts(state))
+
+
+@router.delete(
+    "/v1/devices/{name}",
+    response_model=DevicePublic,
+    responses=KEY_RESPONSES,
+    dependencies=[Depends(require_admin_key)],
+)
+def delete_device(name: Annotated[str, Path(max_length=MAX_NAME)], state: StateDep) -> DevicePublic:
+    """Remove a device you registered, with its measurements (the models forget them). A catalogue
+    device cannot be removed (409). Needs an API key."""
+    return _public(state.remove_device(name), {})

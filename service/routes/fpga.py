@@ -3,21 +3,21 @@ predicted to fit the board."""
 
 from dataclasses import asdict
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from preflight.models.explore import explore
 from preflight.models.task import get_task
-from preflight.service.deps import StateDep
+from preflight.service.deps import StateDep, served
 from preflight.service.schemas import ExploreRequest, ExploreResponse, ModelInfoPublic
 
 router = APIRouter(tags=["fpga"])
 
 
 @router.post("/v1/fpga/explore", response_model=ExploreResponse)
-def explore_designs(body: ExploreRequest, state: StateDep) -> ExploreResponse:
+def explore_designs(body: ExploreRequest, state: StateDep, response: Response) -> ExploreResponse:
     """Each setting's cycles, resources and P(valid) with intervals; the feasible ones (among the most
     likely valid, every resource within its limit) first, fewest cycles first; ``best`` is the first."""
     task = get_task("fpga")
-    champion = state.champion(task.name)
+    champion = served(state, task.name, response)
     limits = body.limits.model_dump()
     explored = explore(
         task,

@@ -1,8 +1,14 @@
-from fastapi import APIRouter, Response
-from preflight.models.task import all_tasks
-from preflight.service.deps import StateDep
+"""``/healthz`` (the process is up) and ``/readyz`` (which tasks answer, and why the others don't)."""
 
-router = APIRouter(tags=["health"])
+from dataclasses import asdict
+
+from fastapi import APIRouter, Response
+from preflight.service.deps import StateDep
+from preflight.service.errors import LIMITS
+from preflight.service.schemas import Readiness
+from preflight.service.state import SERVING
+
+router = APIRouter(tags=["health"], responses=LIMITS)
 
 
 @router.get("/healthz")
@@ -11,17 +17,17 @@ def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
-def readyz(state: StateDep, response: Response) -> dict:
-    """503 until the champion of every task there is data for is loaded; ``untrained`` lists tasks
-    with neither a champion nor data (their predictions answer 503 with how to train them)."""
+@router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
+def readyz(state: StateDep, response: Response) -> Readiness:
+    """200 once start-up has finished and at least one task answers; 503 before. ``tasks`` gives
+    each task's state (ready, fallback: an older version serves because the champion cannot load,
+    failed, untrained, training, loading), its served version, and why (no paths: those are logged)."""
     if not state.ready:
         response.status_code = 503
-    servable = state.servable()
-    return {
-        "ready": state.ready,
-        "status": state.status,
-        "loaded": sorted(state.champions),
-        "missing": sorted(set(servable) - set(state.champions)),
-        "untrained": sorted({t.name for t in all_tasks()} - set(servable)),
-    }
+    tasks = dict(state.tasks)
+    return Readiness(
+        ready=state.ready,
+        status="ready" if state.ready else ("starting" if not state.started else "no task can answer"),
+        loaded=sorted(name for name, status in tasks.items() if status.state in SERVING),
+        tasks={name: asdict(status) for name, status in sorted(tasks.items())},
+    )

@@ -1,19 +1,21 @@
 """``POST /v1/{task}/predict``, one route per registered task, generated from the registry."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from preflight.data.errors import UnknownTask
 from preflight.models.inference import predict_items
 from preflight.models.task import Task, all_tasks
-from preflight.service.deps import StateDep
+from preflight.service.batching import Batcher
+from preflight.service.deps import StateDep, served
 from preflight.service.schemas import ModelInfoPublic, PredictRequest, PredictResponse, predict_request
+from preflight.service.state import Champion, ServiceState
 
 
 def _endpoint(task: Task):
-    def predict(body: PredictRequest, state: StateDep) -> PredictResponse:
-        champion = state.champion(task.name)
-        prediction = predict_items(task, champion.predictor, state.catalogue, body.items, body.coverage)
+    async def predict(body: PredictRequest, state: StateDep, response: Response) -> PredictResponse:
+        champion = served(state, task.name, response)
+        records = await _batcher(state, task).predict(champion, body.items, body.coverage)
         return PredictResponse(
-            task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=prediction.records()
+            task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=records
         )
 
     predict.__annotations__["body"] = predict_request(task)  # FastAPI validates with the task's item model
@@ -21,6 +23,17 @@ def _endpoint(task: Task):
         f"Estimates of {', '.join(task.targets)} with intervals and an out-of-distribution flag."
     )
     return predict
+
+
+def _batcher(state: ServiceState, task: Task) -> Batcher:
+    """The task's merger of concurrent requests (``service.batching``), made on first use."""
+    if task.name not in state.batchers:
+
+        def records(champion: Champion, items: list, coverage: float) -> list[dict]:
+            return predict_items(task, champion.predictor, state.catalogue, items, coverage).records()
+
+        state.batchers[task.name] = Batcher(records)
+    return state.batchers[task.name]
 
 
 def router() -> APIRouter:

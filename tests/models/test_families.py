@@ -2,6 +2,7 @@
 deterministic, state round-trips, outputs are sane, and the whole predictor (calibration, envelope)
 saves and loads."""
 
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ from preflight.data.errors import ModelStateError, UsageError
 from preflight.data.settings import Settings
 from preflight.models import artifacts
 from preflight.models.datasets import task_data
-from preflight.models.families import FAMILIES, make_family
+from preflight.models.families import FAMILIES, make_family, tree
 from preflight.models.predictor import Predictor
 from preflight.models.task import all_tasks, get_task
 
@@ -116,3 +117,71 @@ def test_a_tree_trained_on_features_no_longer_computed_asks_to_be_retrained(data
     family = make_family("tree", GEMM.targets).fit(features, Y)
     with pytest.raises(ModelStateError, match="retrain"):
         family.predict(replace(features, X=features.X.drop(columns=features.X.columns[0])))
+
+
+TREE_TASKS = [task.name for task in all_tasks() if "tree" in task.families]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """Compiled boosters go to a folder of the test's."""
+    monkeypatch.setattr(tree, "CACHE", tmp_path / "cache")
+    return tmp_path / "cache"
+
+
+def small_tree(task_name: str, samples, tmp_path) -> tuple[tree.TreeFamily, np.ndarray]:
+    """A small tree family fitted on a task's sample data, saved and loaded, and its input matrix."""
+    features, Y = samples[task_name]
+    make_family("tree", get_task(task_name).targets, n_estimators=20).fit(features, Y).save(tmp_path / "tree")
+    loaded = tree.TreeFamily.load(tmp_path / "tree")
+    return loaded, features.X[loaded.columns_].to_numpy(dtype=float)
+
+
+@pytest.mark.parametrize("task_name", TREE_TASKS)
+def test_compiled_boosters_predict_as_lightgbm_does(task_name, samples, cache, tmp_path):
+    pytest.importorskip("lleaves")
+    family, matrix = small_tree(task_name, samples, tmp_path)
+    features = samples[task_name][0]
+    before = family.predict(features)
+    family.compile(matrix)
+    assert set(family.compiled_) == set(family.boosters_)  # every objective of every task (binary: valid)
+    for name, booster in family.boosters_.items():
+        expected = booster.predict(matrix, num_threads=1)
+        np.testing.assert_allclose(family.compiled_[name].predict(matrix, n_jobs=1), expected, rtol=1e-9)
+    pd.testing.assert_frame_equal(family.predict(features), before, rtol=1e-9)
+    assert len(list(cache.glob("*.o"))) == len(family.boosters_)  # a second load takes them from here
+
+
+def test_a_loaded_family_compiles_once_it_has_predicted_enough_rows(samples, cache, tmp_path, monkeypatch):
+    pytest.importorskip("lleaves")
+    monkeypatch.setattr(tree, "COMPILE_AFTER_ROWS", 100)
+    family, _ = small_tree("gemm", samples, tmp_path)
+    features = samples["gemm"][0]
+    family.predict(features.take(np.arange(60)))
+    assert family.rows_until_compile_ == 40 and not family.compiled_
+    family.predict(features.take(np.arange(60)))
+    for thread in threading.enumerate():
+        if thread.name == "preflight-compile":
+            thread.join()
+    assert family.rows_until_compile_ is None and set(family.compiled_) == set(family.boosters_)
+    fitted = make_family("tree", GEMM.targets, n_estimators=20).fit(*samples["gemm"])
+    assert fitted.rows_until_compile_ is None  # a fresh fit never compiles
+
+
+def test_a_booster_that_cannot_be_compiled_predicts_through_lightgbm(
+    samples, cache, tmp_path, monkeypatch, caplog
+):
+    lleaves = pytest.importorskip("lleaves")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no LLVM here")
+
+    monkeypatch.setattr(lleaves.Model, "compile", broken)
+    family, matrix = small_tree("gemm", samples, tmp_path)
+    expected = family.predict(samples["gemm"][0])
+    family.compile(matrix)
+    assert family.compiled_ == {}
+    assert [r.message for r in caplog.records] == [
+        "a booster was not compiled; LightGBM predicts (RuntimeError: no LLVM here)"
+    ]
+    pd.testing.assert_frame_equal(family.predict(samples["gemm"][0]), expected)

@@ -1,12 +1,19 @@
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
 from preflight.data.catalogue import Catalogue
+from preflight.data.gemm import BYTES_PER_ELEMENT, Dtype
+from preflight.data.settings import Settings
+from preflight.features.device import KINDS, VENDORS
 from preflight.models import artifacts
-from preflight.models.predictor import Predictor
+from preflight.models.datasets import task_data
+from preflight.models.predictor import CODES, Estimates, Predictor
 from preflight.models.task import get_task
 
 from tests.conftest import synthetic_gemm
+from tests.samples import sample_paths
 
 TASK = get_task("gemm")
 
@@ -48,8 +55,8 @@ def test_out_of_distribution_inputs_say_why(fitted, catalogue):
         }
     )
     estimates = predictor.predict(TASK.featurize(rows, catalogue))
-    assert any(r.startswith("aspect_log2=") for r in estimates.reasons[0])
-    assert any("has no measurements" in r for r in estimates.reasons[1])
+    assert {"range:m_log2", "range:aspect_log2"} <= set(estimates.reasons[0])
+    assert estimates.reasons[1] == ["unseen:device_id=nvidia-h100-sxm5-80gb"]
     record = estimates.records()[1]
     assert record["ood"] is True and set(record) >= {"runtime_ms", "power_w", "energy_j", "warnings"}
 
@@ -71,7 +78,8 @@ def test_shots_adapt_a_device_that_runs_slower_than_its_spec(fitted, catalogue):
     adapted = predictor.adapted(features.take(shots), Y.iloc[shots].reset_index(drop=True))
     assert median_ape(adapted) < before / 2
     assert median_ape(predictor) == before  # the original is untouched (requests in flight keep it)
-    assert not any("has no measurements" in r for r in adapted.predict(features.take(rest)).reasons[0])
+    assert predictor.predict(features.take(rest)).reasons[0] == ["unseen:device_id=nvidia-a100-sxm4-40gb"]
+    assert adapted.predict(features.take(rest)).reasons[0] == []
 
 
 def test_measurements_of_a_target_the_model_lacks_are_ignored(catalogue):
@@ -162,7 +170,102 @@ def test_missing_estimates_and_unseen_inputs_are_explained(fitted, catalogue):
     no_tdp = Catalogue([*catalogue, spec])
     estimates = predictor.predict(TASK.featurize(rows.assign(device="p100-no-tdp"), no_tdp))
     record = estimates.records()[0]
-    assert record["power_w"]["value"] is None and any(
-        w.startswith("no power_w estimate") for w in record["warnings"]
+    assert record["power_w"]["value"] is None and {"missing:power_w", "missing:energy_j"} <= set(
+        record["warnings"]
     )
-    assert any(w.startswith("kernel_block_m=128 never present") for w in record["warnings"])
+    assert "absent:kernel_block_m" in record["warnings"]
+    assert predictor.explain("missing:power_w").startswith("no power_w estimate: the input lacks the scale")
+    assert predictor.explain("absent:kernel_block_m") == "kernel_block_m never present in the training data"
+
+
+def test_targets_a_seen_device_was_never_measured_for_are_named(fitted, catalogue):
+    predictor, _, _ = fitted
+    rows = synthetic_gemm(6, seed=4, devices=("NV_P100", "NV_M40"), catalogue=catalogue)
+    features = TASK.featurize(rows, catalogue)
+    p100 = catalogue.resolve("NV_P100").id
+    only_p100 = copy.copy(predictor)
+    only_p100.target_devices_ = {"runtime_ms": [p100]}
+    reasons = only_p100.predict(features).reasons
+    lacking = features.meta["device_id"] != p100
+    assert [r for r, lacks in zip(reasons, lacking) if lacks] == [["unmeasured:runtime_ms"]] * int(
+        lacking.sum()
+    )
+    assert [r for r, lacks in zip(reasons, lacking) if not lacks] == [[]] * int((~lacking).sum())
+    m40 = features.meta["device_id"][lacking].iloc[0]
+    only_p100.shots_ = {m40: {"runtime_ms": {}}}  # measured by the user since
+    devices = features.meta["device_id"].to_numpy()
+    assert all(r == [] for r in only_p100._reasons(features, devices, ["runtime_ms"]))
+    assert "device has no runtime_ms measurements" in predictor.explain("unmeasured:runtime_ms")
+
+
+def test_records_hold_none_for_non_finite_estimates_and_say_which_are_missing():
+    value = pd.DataFrame({"runtime_ms": [1.5, np.nan, 2.0], "power_w": [np.inf, np.nan, 3.0]})
+    estimates = Estimates(
+        value,
+        value * 0.5,
+        value * 2,
+        reasons=[["range:m_log2"], [], []],
+        notes=[["a note"], [], ["a note"]],
+    )
+    assert estimates.records() == [
+        {
+            "runtime_ms": {"value": 1.5, "low": 0.75, "high": 3.0},
+            "power_w": {"value": None, "low": None, "high": None},
+            "ood": True,
+            "warnings": ["range:m_log2", "missing:power_w", "a note"],
+        },
+        {
+            "runtime_ms": {"value": None, "low": None, "high": None},
+            "power_w": {"value": None, "low": None, "high": None},
+            "ood": False,
+            "warnings": ["missing:runtime_ms", "missing:power_w"],
+        },
+        {
+            "runtime_ms": {"value": 2.0, "low": 1.0, "high": 4.0},
+            "power_w": {"value": 3.0, "low": 1.5, "high": 6.0},
+            "ood": False,
+            "warnings": ["a note"],
+        },
+    ]
+
+
+def test_codes_are_documented_and_unknown_warnings_read_as_themselves(fitted):
+    predictor, _, _ = fitted
+    assert set(CODES) == {"unseen", "range", "absent", "unmeasured", "missing"}
+    assert predictor.explain("power_w, energy_j: a task's note") == "power_w, energy_j: a task's note"
+
+
+def test_gemm_features_looked_up_once_per_device_equal_the_row_by_row_ones(catalogue, tmp_path):
+    """The featurizer resolves devices, peaks and dtypes once per distinct value (it did per row):
+    on the sample sweep and varied rows, every column that reads them is bit for bit what it was."""
+    paths = sample_paths("gemm", tmp_path)
+    sample = task_data(TASK, Settings(home=tmp_path / "home"), catalogue, paths).rows
+    varied = synthetic_gemm(300, seed=11, catalogue=catalogue).assign(
+        dtype=np.resize(["fp32", "fp16", "bf16", "fp64", "int8"], 300), b=np.resize([1, 1, 8], 300)
+    )
+    for rows in (sample, varied, varied.head(1)):
+        features = TASK.featurize(rows, catalogue)
+        specs = [catalogue.resolve(str(d)) for d in rows["device"]]
+        math = rows["math_dtype"].fillna(rows["dtype"]).astype(str) if "math_dtype" in rows else rows["dtype"]
+        peaks = [s.gemm_peak(Dtype(d)) for s, d in zip(specs, math)]
+        bandwidth = np.array([s.memory_bandwidth_gbs for s in specs], dtype=float) * 1e9
+        b = rows["b"].fillna(1).to_numpy(dtype=float) if "b" in rows else np.ones(len(rows))
+        m, n, k = (rows[c].to_numpy(dtype=float).astype(int) for c in ("m", "n", "k"))
+        expected = {
+            "ridge_log2": np.log2(np.array([p for p, _ in peaks]) * 1e12 / bandwidth),
+            "peak_is_fallback": np.array([f for _, f in peaks], dtype=float),
+            "element_bytes": np.array([BYTES_PER_ELEMENT[Dtype(d)] for d in rows["dtype"]], dtype=float),
+            "dtype": np.array([list(Dtype).index(Dtype(d)) for d in rows["dtype"]]),
+            "math_dtype": np.array([list(Dtype).index(Dtype(d)) for d in math]),
+            "device_kind": np.array([KINDS.get(s.kind, np.nan) for s in specs]),
+            "vendor": np.array([VENDORS.get(s.vendor, np.nan) for s in specs]),
+        }
+        for column, values in expected.items():
+            np.testing.assert_array_equal(features.X[column].to_numpy(), values, strict=True)
+        assert list(features.meta["device_id"]) == [s.id for s in specs]
+        assert list(features.meta["architecture"]) == [s.architecture or s.id for s in specs]
+        assert list(features.meta["shape"]) == [
+            f"{int(c)}x{a}x{bb}x{kk}" if c > 1 else f"{a}x{bb}x{kk}" for c, a, bb, kk in zip(b, m, n, k)
+        ]
+        tdp = np.array([np.nan if s.tdp_w is None else s.tdp_w for s in specs], dtype=float)
+        np.testing.assert_array_equal(features.reference["power_w"].to_numpy(), tdp)

@@ -3,12 +3,14 @@ from fastapi.testclient import TestClient
 from preflight.data.settings import Settings
 from preflight.service.app import create_app
 
+from tests.client import api_client
+
 ITEM = {"m": 1024, "n": 1024, "k": 1024, "dtype": "fp32", "device": "NVIDIA H100 80GB HBM3"}
 
 
 @pytest.fixture
 def client(home):
-    with TestClient(create_app(Settings(home=home))) as test_client:
+    with api_client(home) as test_client:
         yield test_client
 
 
@@ -28,7 +30,7 @@ def test_health_and_readiness(client):
 
 
 def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
-    with TestClient(create_app(Settings(home=tmp_path / "empty"))) as client:
+    with api_client(tmp_path / "empty") as client:
         assert client.get("/readyz").status_code == 503
         response = client.post("/v1/gemm/predict", json={"items": [ITEM]})
         assert response.status_code == 503 and "preflight train gemm" in response.json()["detail"]
@@ -37,7 +39,7 @@ def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
 def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path):
     import time
 
-    with TestClient(create_app(Settings(home=tmp_path / "fresh"), bootstrap=True)) as client:
+    with api_client(tmp_path / "fresh", bootstrap=True) as client:
         assert client.get("/healthz").status_code == 200
         deadline = time.monotonic() + 300
         while (ready := client.get("/readyz")).status_code == 503 and time.monotonic() < deadline:
@@ -77,7 +79,7 @@ def test_predicts_an_unmeasured_device_from_its_spec_sheet_with_intervals(client
     first = body["predictions"][0]
     runtime = first["runtime_ms"]
     assert 0 < runtime["low"] <= runtime["value"] <= runtime["high"]
-    assert first["ood"] is True and any("no measurements" in w for w in first["warnings"])
+    assert first["ood"] is True and any(w.startswith("unseen:device_id=") for w in first["warnings"])
 
 
 def test_measured_device_in_range_is_not_flagged(client):
@@ -86,7 +88,7 @@ def test_measured_device_in_range_is_not_flagged(client):
     assert prediction["ood"] is False
     # the sweep's host has no TDP on its sheet: no power estimate, said so, and nothing else
     assert prediction["power_w"]["value"] is None
-    assert all(w.startswith(("no power_w estimate", "no energy_j estimate")) for w in prediction["warnings"])
+    assert all(w in ("missing:power_w", "missing:energy_j") for w in prediction["warnings"])
 
 
 @pytest.mark.parametrize(
@@ -166,7 +168,7 @@ def test_register_a_device_then_adapt_it_with_measurements(client):
     assert registered.status_code == 201 and registered.json()["measurements"] == {"gemm": 5}
     after = client.post("/v1/gemm/predict", json={"items": [item]}).json()["predictions"][0]
     assert after["runtime_ms"]["value"] > 2 * before["runtime_ms"]["value"]
-    assert not any("no measurements" in w for w in after["warnings"])
+    assert not any(w.startswith(("unseen:", "unmeasured:")) for w in after["warnings"])
 
 
 def test_bad_registrations_are_refused_clearly(client):
@@ -237,8 +239,23 @@ def test_metrics_endpoint_counts_requests(client):
     assert 'preflight_requests_total{route="/v1/gemm/predict",status="200"}' in text
 
 
-def test_api_keys_guard_v1_routes(home):
-    with TestClient(create_app(Settings(home=home, api_keys=["s3cret"]))) as client:
+def test_routes_that_change_state_need_the_generated_key_by_default(home):
+    spec = {"spec": {"id": "lab-gpu", "name": "Lab GPU", "kind": "gpu"}}
+    with TestClient(create_app(Settings(home=home, reload_interval_s=0))) as client:
+        assert client.post("/v1/gemm/predict", json={"items": [ITEM]}).status_code == 200  # reads are open
+        refused = client.post("/v1/devices", json=spec)
+        assert refused.status_code == 401 and "api-key" in refused.json()["detail"]
+        assert client.delete("/v1/devices/lab-gpu").status_code == 401
+        assert client.post("/v1/admin/reload").status_code == 401
+        key_file = home / "api-key"
+        assert key_file.stat().st_mode & 0o077 == 0  # readable by its owner only
+        key = {"X-API-Key": key_file.read_text().strip()}
+        assert client.post("/v1/devices", json=spec, headers=key).status_code == 201
+
+
+def test_protected_reads_need_a_configured_key(home):
+    settings = Settings(home=home, api_keys=["s3cret"], protect_reads=True, reload_interval_s=0)
+    with TestClient(create_app(settings)) as client:
         assert client.get("/v1/tasks").status_code == 401
         assert client.get("/v1/tasks", headers={"X-API-Key": "s3cret"}).status_code == 200
         assert client.get("/healthz").status_code == 200

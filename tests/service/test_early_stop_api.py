@@ -3,10 +3,8 @@
 import json
 
 import pytest
-from fastapi.testclient import TestClient
-from preflight.data.settings import Settings
-from preflight.service.app import create_app
 
+from tests.client import api_client
 from tests.nas import nb201_archs
 
 CELL = nb201_archs(1, seed=0)[0]
@@ -14,7 +12,7 @@ CELL = nb201_archs(1, seed=0)[0]
 
 @pytest.fixture(scope="module")
 def client(trained_home):
-    with TestClient(create_app(Settings(home=trained_home))) as test_client:
+    with api_client(trained_home) as test_client:
         yield test_client
 
 

@@ -1,17 +1,16 @@
 """Interference over HTTP: pre-flight slowdowns, host placement, black-box windows, and bad input."""
 
 import pytest
-from fastapi.testclient import TestClient
 from preflight.data.interference import TRACE_CHANNELS
-from preflight.data.settings import Settings
-from preflight.service.app import create_app
+
+from tests.client import api_client
 
 NGINX = {"workload": "nginx", "load_rps": 2000, "replicas": 1, "solo": {"p99_ms": 0.15, "ipc": 0.9}}
 
 
 @pytest.fixture
 def client(trained_home):
-    with TestClient(create_app(Settings(home=trained_home))) as test_client:
+    with api_client(trained_home) as test_client:
         yield test_client
 
 

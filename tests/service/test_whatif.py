@@ -2,8 +2,8 @@
 
 import pytest
 from fastapi.testclient import TestClient
-from preflight.data.settings import Settings
-from preflight.service.app import create_app
+
+from tests.client import api_client
 
 ITEMS = [
     {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"},
@@ -17,7 +17,7 @@ DEVICES = ["p100", "Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 4070", "nvidia-h1
 @pytest.fixture(scope="module")
 def client(trained_home):
     """Champions of every task, read only."""
-    with TestClient(create_app(Settings(home=trained_home))) as test_client:
+    with api_client(trained_home) as test_client:
         yield test_client
 
 
@@ -74,7 +74,7 @@ def test_a_device_without_a_tdp_has_no_energy_and_one_without_peaks_is_skipped(h
     no_tdp = {"id": "lab-gpu", "name": "Lab GPU", "kind": "gpu", "compute_units": 80}
     no_tdp |= {"memory_bandwidth_gbs": 900, "peak_tflops": {"fp32": 15, "fp16": 120}}
     no_peaks = {"id": "lab-npu", "name": "Lab NPU", "kind": "accelerator", "tdp_w": 75}
-    with TestClient(create_app(Settings(home=home))) as client:
+    with api_client(home) as client:
         for spec in (no_tdp, no_peaks):
             assert client.post("/v1/devices", json={"spec": spec}).status_code == 201
         body = whatif(client, devices=["Lab GPU", "Lab NPU", "p100"]).json()

@@ -1,0 +1,24 @@
+"""The warning codes of predictions: ``GET /v1/ood-reasons`` lists every kind with what it means,
+``POST /v1/ood-reasons/explain`` spells codes out in full against the model that answers a task."""
+
+from fastapi import APIRouter
+from preflight.models.predictor import CODES
+from preflight.models.task import get_task
+from preflight.service.deps import StateDep
+from preflight.service.schemas import ExplainRequest, Explanation, ReasonCode
+
+router = APIRouter(tags=["predict"])
+
+
+@router.get("/v1/ood-reasons")
+def ood_reasons() -> list[ReasonCode]:
+    """Every kind of warning code (``kind:subject``) a prediction carries, and what it means."""
+    return [ReasonCode(kind=kind, meaning=meaning) for kind, meaning in CODES.items()]
+
+
+@router.post("/v1/ood-reasons/explain")
+def explain(body: ExplainRequest, state: StateDep) -> list[Explanation]:
+    """The full text of each warning, with the training ranges of the model that answers the task;
+    a warning that is not a code comes back as it is."""
+    predictor = state.champion(get_task(body.task).name).predictor
+    return [Explanation(warning=w, text=predictor.explain(w)) for w in body.warnings]
