@@ -1,17 +1,15 @@
 """``create_app(settings)``: the FastAPI app, its lifespan (load models, watch for new champions),
 limits and Prometheus metrics."""
 
-import asyncio
 import threading
-import time
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI, Response
 from fastapi.routing import APIRoute
 from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import KEY_RESPONSES, require_read_key
+from preflight.service.middleware import Deadline, Observed
 from preflight.service.routes import (
     admin,
     devices,
@@ -44,15 +42,7 @@ def _metrics(app: FastAPI) -> None:
         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
     )
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next):
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = route.path if route is not None else "unmatched"
-        latency.labels(path).observe(time.perf_counter() - start)
-        requests.labels(path, str(response.status_code)).inc()
-        return response
+    app.add_middleware(Observed, requests=requests, latency=latency)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
@@ -89,29 +79,16 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     errors.install(app)
     app.include_router(health.router)
     app.include_router(admin.router)
-    reads, responses = [Depends(require_read_key)], errors.RESPONSES | KEY_RESPONSES
+    # reads need a key only when configured so; the OpenAPI document then says so too
+    reads = [Depends(require_read_key)] if settings.protect_reads else []
+    responses = errors.RESPONSES | (KEY_RESPONSES if settings.protect_reads else {})
     routers = (tasks.router, devices.router, predict.router(), nas.router, whatif.router, interference.router)
     for router in (*routers, fpga.router, reasons.router):
         app.include_router(router, dependencies=reads, responses=responses)
-    _deadline(app, settings.request_timeout_s)
+    app.add_middleware(Deadline, seconds=settings.request_timeout_s, exempt=CHANGES_STATE)
     _metrics(app)
     return app
 
 
 #: Paths of routes that change state: they run to the end, never cut off by the deadline.
 CHANGES_STATE = ("/v1/devices", "/v1/admin")
-
-
-def _deadline(app: FastAPI, seconds: float) -> None:
-    """A request running past ``seconds`` gets a 504 (its work finishes in the background); routes
-    that change state are exempt, so a client is never told 504 about a change that then lands."""
-
-    @app.middleware("http")
-    async def deadline(request: Request, call_next):
-        if request.url.path.startswith(CHANGES_STATE):  # a change must not go on after its client is told 504
-            return await call_next(request)
-        try:
-            return await asyncio.wait_for(call_next(request), seconds)
-        except TimeoutError:
-            detail = f"no answer within {seconds:g} s (PREFLIGHT_REQUEST_TIMEOUT_S); try fewer items"
-            return JSONResponse({"detail": detail}, status_code=504)

@@ -31,8 +31,8 @@ async def require_admin_key(state: StateDep, key: Annotated[str | None, Security
 
 
 async def require_read_key(state: StateDep, key: Annotated[str | None, Security(_api_key)]) -> None:
-    """With PREFLIGHT_PROTECT_READS, predictions and listings need a key too."""
-    if state.settings.protect_reads and not _known(key, state):
+    """Predictions and listings, with PREFLIGHT_PROTECT_READS (the app adds this check only then)."""
+    if not _known(key, state):
         raise HTTPException(status_code=401, detail=_missing(state))
 
 

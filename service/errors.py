@@ -84,7 +84,8 @@ RESPONSES: dict[int | str, dict] = {
     409: {"model": Problem, "description": "a name that another device owns, or a model that cannot answer"},
     422: {"model": Invalid, "description": "invalid fields, or items the data at hand cannot answer"},
     503: {"model": Problem, "description": "the task has no model that answers (untrained, or damaged)"},
-} | LIMITS
+    **LIMITS,
+}
 
 
 def _status(exc: PreflightError) -> int:

@@ -75,7 +75,7 @@ class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[Any] = Field(min_length=1, max_length=MAX_ITEMS)
-    coverage: float = Field(0.9, gt=0, lt=1, description="interval coverage")
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
 
     @field_validator("items", mode="before")
     @classmethod

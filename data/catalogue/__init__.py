@@ -181,7 +181,7 @@ class Catalogue:
         if name.lower() in snapshot.exact:
             return snapshot.devices[snapshot.exact[name.lower()]]
         for index, key in ((snapshot.norm, _key(name)), (snapshot.relaxed, _key(name, relaxed=True))):
-            ids = index.get(key, set())
+            ids = index.get(key, set()) if key else set()  # all punctuation: nothing to match on
             if len(ids) == 1:
                 return snapshot.devices[next(iter(ids))]
             if len(ids) > 1:

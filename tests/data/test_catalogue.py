@@ -178,3 +178,11 @@ def test_unregister_refuses_catalogue_entries_and_unknown_ids(tmp_path):
         catalogue.unregister("nvidia-h100-sxm5-80g")
     assert "NVIDIA H100 SXM5 80 GB" in info.value.close
     assert catalogue.resolve("H100 SXM5").id == "nvidia-h100-sxm5-80gb"
+
+
+def test_a_name_of_punctuation_alone_matches_no_device(tmp_path):
+    catalogue = Catalogue.load(tmp_path / "devices.json")
+    catalogue.register(lab_gpu(name="¤"))  # normalises to nothing, as "!!!" does
+    assert catalogue.resolve("¤").id == "lab-gpu"  # its exact name still works
+    with pytest.raises(UnknownDevice):
+        catalogue.resolve("!!!")

@@ -61,8 +61,9 @@ def test_explain_spells_codes_out_with_the_training_ranges(client, warnings):
     assert texts["range:m_log2"].startswith("m_log2 outside the training range [")
     assert texts["absent:kernel_block_m"] == "kernel_block_m never present in the training data"
     assert texts["missing:power_w"].startswith("no power_w estimate")
+    assert texts["prior:power_w"].startswith("power_w: the estimate comes from a physical prior")
     notes = [w for w in warnings if not is_code(w)]
-    assert notes and all(texts[w] == w for w in notes)  # a note is its own text
+    assert all(texts[w] == w for w in notes)  # a note is its own text
 
 
 def test_explain_names_an_unknown_task(client):

@@ -230,3 +230,12 @@ def test_a_huge_nb101_adjacency_as_a_string_is_refused_too(home):
     with api_client(home) as client:
         answer = client.post("/v1/nas-accuracy/predict", json={"items": [item]})
     assert answer.status_code == 422 and "at most" in answer.text
+
+
+def test_an_answer_past_the_deadline_is_a_504_and_changes_of_state_are_exempt(home):
+    items = [GEMM | {"m": 64 * (i + 1)} for i in range(500)]
+    with api_client(home, request_timeout_s=1e-4) as client:
+        answer = client.post("/v1/gemm/predict", json={"items": items})
+        assert answer.status_code == 504 and "PREFLIGHT_REQUEST_TIMEOUT_S" in answer.json()["detail"]
+        spec = {"id": "lab-gpu", "name": "Lab GPU", "kind": "gpu"}
+        assert client.post("/v1/devices", json={"spec": spec}).status_code == 201
