@@ -44,18 +44,9 @@ from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
 from preflight.service.schemas import ModelInfoPublic, PredictResponse, predict_request
 from pydantic import TypeAdapter
+from serve_latency import DEVICES, DTYPES, MAX_DIM  # the same item mix as the latency benchmark
 
 TASK = get_task("gemm")
-DTYPES = ("fp32", "fp16", "bf16", "fp64")
-DEVICES = (
-    "NV_P100",
-    "Tesla V100-SXM2-16GB",
-    "NVIDIA GeForce RTX 4070",
-    "NVIDIA H100 80GB HBM3",
-    "AMD_MI25",
-    "Intel(R) Xeon(R) Gold 6226 CPU @ 2.70GHz",
-)
-MAX_DIM = 16384
 BATCHES = (1, 1000)
 REQUEST, RESPONSE = predict_request(TASK), TypeAdapter(PredictResponse)
 

@@ -22,6 +22,13 @@ def _runtime(client, device: str) -> float:
     return answer.json()["predictions"][0]["runtime_ms"]["value"]
 
 
+def _register_lab_gpu_with_shots(client) -> None:
+    """SPEC registered, then five measurements twice its estimate."""
+    assert client.post("/v1/devices", json={"spec": SPEC}).status_code == 201
+    shots = [SHAPE | {"runtime_ms": _runtime(client, "lab-gpu") * 2}] * 5
+    assert client.post("/v1/devices", json={"device": "lab-gpu", "measurements": shots}).status_code == 201
+
+
 def test_absurd_measurements_are_refused_with_the_reason_and_change_nothing(home):
     with api_client(home) as client:
         before = _runtime(client, "h100")
@@ -75,12 +82,7 @@ def test_spec_values_must_be_finite_and_bounded(home, field, value):
 
 def test_a_registered_device_can_be_deleted_with_its_measurements(home):
     with api_client(home) as client:
-        assert client.post("/v1/devices", json={"spec": SPEC}).status_code == 201
-        estimate = _runtime(client, "lab-gpu")
-        shots = [SHAPE | {"runtime_ms": estimate * 2}] * 5
-        assert (
-            client.post("/v1/devices", json={"device": "lab-gpu", "measurements": shots}).status_code == 201
-        )
+        _register_lab_gpu_with_shots(client)
         deleted = client.delete("/v1/devices/lab-gpu")
         assert deleted.status_code == 200 and deleted.json()["spec"]["id"] == "lab-gpu"
         assert client.get("/v1/devices/lab-gpu").status_code == 404
@@ -91,12 +93,7 @@ def test_a_registered_device_can_be_deleted_with_its_measurements(home):
 
 def test_a_changed_spec_refits_as_a_restart_would(home):
     with api_client(home) as client:
-        assert client.post("/v1/devices", json={"spec": SPEC}).status_code == 201
-        estimate = _runtime(client, "lab-gpu")
-        shots = [SHAPE | {"runtime_ms": estimate * 2}] * 5
-        assert (
-            client.post("/v1/devices", json={"device": "lab-gpu", "measurements": shots}).status_code == 201
-        )
+        _register_lab_gpu_with_shots(client)
         changed = SPEC | {"memory_bandwidth_gbs": 900.0, "peak_tflops": {"fp32": 30.0, "fp16": 200.0}}
         assert client.post("/v1/devices", json={"spec": changed}).status_code == 201
         live = _runtime(client, "lab-gpu")
