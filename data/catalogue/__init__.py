@@ -114,6 +114,24 @@ class DeviceSpec(BaseModel):
             raise ValueError("peak_tflops needs an fp32 entry")
         return peaks
 
+    @field_validator(
+        "year", "compute_units", "boost_clock_mhz", "memory_gb", "memory_bandwidth_gbs", "llc_mb", "tdp_w",
+        "launch_price_usd", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _not_a_bool(cls, value: object) -> object:
+        """``false`` is not a number (JSON booleans would otherwise read as 0 and 1)."""
+        if isinstance(value, bool):
+            raise ValueError("a number is needed, not a boolean")
+        return value
+
+    @field_validator("peak_tflops", "gemm_peak_tflops", "resources", mode="before")
+    @classmethod
+    def _no_bool_values(cls, values: object) -> object:
+        if isinstance(values, dict) and any(isinstance(v, bool) for v in values.values()):
+            raise ValueError("each value is a number, not a boolean")
+        return values
+
     @classmethod
     def known_by_measurements(cls, name: str) -> DeviceSpec:
         """A device with no spec sheet: a name, to be learned from its measurements alone."""

@@ -186,3 +186,9 @@ def test_a_name_of_punctuation_alone_matches_no_device(tmp_path):
     assert catalogue.resolve("¤").id == "lab-gpu"  # its exact name still works
     with pytest.raises(UnknownDevice):
         catalogue.resolve("!!!")
+
+
+@pytest.mark.parametrize("fields", [{"llc_mb": False}, {"tdp_w": True}, {"peak_tflops": {"fp32": True}}])
+def test_a_boolean_is_not_a_number_on_a_spec_sheet(fields):
+    with pytest.raises(ValueError, match="boolean"):
+        lab_gpu(**fields)

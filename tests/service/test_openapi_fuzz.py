@@ -24,9 +24,9 @@ from tests.client import KEY, api_client
 #: Checks left out. ``positive_data_acceptance``: items are checked against more than a JSON schema
 #: says (an architecture's notation, a window's channels, a known kernel or device, ``space`` with
 #: ``arch``), so schema-valid items get 422s by design. ``negative_data_rejection``: items refuse a
-#: boolean or a string for a number (test_a_boolean_or_a_string_is_no_number), but a device's spec
-#: sheet, the predict routes' ``coverage`` and model-latency's ``ops`` still take ``false`` for 0
-#: (pydantic's lax mode), which the schema does not say; bench/fuzz.py counts those.
+#: boolean or a string for a number (test_a_boolean_or_a_string_is_no_number), and so do a device's
+#: spec sheet and ``coverage``, but model-latency's ``ops`` (also read from trace files) still take
+#: ``false`` for 0 (pydantic's lax mode), which the schema does not say; bench/fuzz.py counts those.
 EXCLUDED_CHECKS = ["positive_data_acceptance", "negative_data_rejection"]
 MAX_EXAMPLES, SEED = 25, 20_240_501
 
