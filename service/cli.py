@@ -74,6 +74,23 @@ app.add_typer(collect_app, name="collect")
 app.add_typer(data_app, name="data")
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"preflight {version('preflight')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version")
+    ] = False,
+) -> None:
+    """Performance estimates before anything runs."""
+
+
 def _setup():
     """Settings, logging to stderr, and the catalogue with user-registered devices."""
     from preflight.data.catalogue import Catalogue
@@ -428,6 +445,43 @@ def collect_interference(
         target, seconds=seconds, seed=seed, max_minutes=max_minutes, backend=backend, workloads=chosen
     )
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
+
+
+@app.command()
+def devices(
+    query: Annotated[
+        str | None, typer.Argument(help="a name as nvidia-smi, torch or lscpu prints it: the device it means")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="a JSON list of spec sheets")] = False,
+) -> None:
+    """The device catalogue (shipped spec sheets and the devices registered here) as a table; with
+    QUERY, the one device it resolves to (an unknown name lists close matches)."""
+    _, catalogue = _setup()
+    found = [catalogue.resolve(query)] if query is not None else list(catalogue)
+    if as_json:
+        typer.echo(json.dumps([spec.model_dump(mode="json", exclude_none=True) for spec in found], indent=1))
+        return
+    _print_devices(found)
+
+
+def _print_devices(found: list[DeviceSpec]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "name", "kind", "fp32 TFLOP/s", "fp16 TFLOP/s", "memory GB/s", "TDP W")
+    table.columns[0].no_wrap = table.columns[1].no_wrap = True
+    for spec in found:
+        peaks = {str(dtype): value for dtype, value in spec.peak_tflops.items()}
+        table.add_row(
+            spec.id,
+            spec.name,
+            spec.kind,
+            _number(peaks.get("fp32")),
+            _number(peaks.get("fp16")),
+            _number(spec.memory_bandwidth_gbs),
+            _number(spec.tdp_w),
+        )
+    Console(width=None if sys.stdout.isatty() else 160).print(table)  # a pipe gets whole rows
 
 
 @data_app.command("list")

@@ -105,3 +105,24 @@ def test_nas_latency_few_shot_on_devices_absent_from_the_training_file(tmp_path,
     assert set(latency) == {"nvidia-titan-rtx", "qualcomm-snapdragon-845", "mean"}
     assert report["n_train"] == 360 and report["n_test"] == 2 * (60 - 10)
     assert latency["mean"]["spearman"] > 0.8 and report["baseline"]["name"] == "linear"
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"preflight {version('preflight')}"
+
+
+def test_devices_lists_the_catalogue_as_a_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    listed = runner.invoke(app, ["devices"])
+    assert listed.exit_code == 0 and "nvidia-h100-sxm5-80gb" in listed.stdout and "TDP W" in listed.stdout
+    one = runner.invoke(app, ["devices", "Tesla V100-SXM2-16GB", "--json"])
+    assert one.exit_code == 0 and [d["id"] for d in json.loads(one.stdout)] == ["nvidia-tesla-v100-sxm2-16gb"]
+
+
+def test_devices_names_close_matches_for_an_unknown_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    result = runner.invoke(app, ["devices", "tesla v1000"])
+    assert result.exit_code == 1 and result.stderr.startswith("UnknownDevice:") and "V100" in result.stderr
