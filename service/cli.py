@@ -485,26 +485,42 @@ def _print_devices(found: list[DeviceSpec]) -> None:
 
 
 @data_app.command("list")
-def data_list() -> None:
+def data_list(
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per source")] = False,
+) -> None:
     """Every source, where its file is found, and what the table store holds of it."""
     from preflight.data import sources
     from preflight.data.store import TableStore
 
     settings, _ = _setup()
     stored = TableStore(settings.tables_dir).manifest()
-    for name in sources.LOADERS:
-        found = sources.default_path(name, settings.datasets)
-        entry = stored.get(name, {})
-        typer.echo(
-            json.dumps(
-                {
-                    "source": name,
-                    "path": str(found) if found else None,
-                    "stored_rows": entry.get("rows"),
-                    "rejected": entry.get("rejected"),
-                }
-            )
-        )
+    rows = [
+        {
+            "source": name,
+            "path": str(found) if (found := sources.default_path(name, settings.datasets)) else None,
+            "stored_rows": stored.get(name, {}).get("rows"),
+            "rejected": stored.get(name, {}).get("rejected"),
+        }
+        for name in sources.LOADERS
+    ]
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row))
+        return
+    _print_sources(rows)
+
+
+def _print_sources(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("source", "file found", "rows stored", "rejected")
+    table.columns[0].no_wrap = True
+    for row in rows:
+        stored = "-" if row["stored_rows"] is None else f"{row['stored_rows']:,}"
+        rejected = "-" if row["rejected"] is None else f"{row['rejected']:,}"
+        table.add_row(row["source"], row["path"] or "not found", stored, rejected)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 @data_app.command("load")

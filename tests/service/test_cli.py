@@ -126,3 +126,12 @@ def test_devices_names_close_matches_for_an_unknown_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
     result = runner.invoke(app, ["devices", "tesla v1000"])
     assert result.exit_code == 1 and result.stderr.startswith("UnknownDevice:") and "V100" in result.stderr
+
+
+def test_data_list_is_a_table_or_json_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    table = runner.invoke(app, ["data", "list"])
+    assert table.exit_code == 0 and "rows stored" in table.stdout and "deepbench" in table.stdout
+    lines = runner.invoke(app, ["data", "list", "--json"]).stdout.splitlines()
+    sources = {json.loads(line)["source"]: json.loads(line) for line in lines}
+    assert "deepbench_gemm.csv" in sources["deepbench"]["path"]  # shipped, or under PREFLIGHT_DATASETS
