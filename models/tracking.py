@@ -41,6 +41,7 @@ class Serving:
 
     predictor: Predictor
     info: ModelInfo
+    alias: str | None  # the version the champion alias named when it was read
     fallback: str | None = None
 
 
@@ -199,9 +200,8 @@ def load_serving(settings: Settings, task: str) -> Serving:
         raise ModelUnavailable(task, "the model registry could not be read") from None
     if not versions:
         raise NotTrained(task)
-    order = sorted(
-        versions, key=lambda v: str(v.version) != champion
-    )  # the champion first, then newest first
+    # the champion first, then newest first
+    order = sorted(versions, key=lambda v: str(v.version) != champion)
     failures = []
     for version in order:
         try:
@@ -221,18 +221,13 @@ def load_serving(settings: Settings, task: str) -> Serving:
                 else f"the champion alias names v{champion}, which does not exist"
             )
             fallback = f"{lost}; serving v{version.version}, the newest version that loads"
-        return Serving(predictor, info, fallback)
+        return Serving(predictor, info, champion, fallback)
     raise ModelUnavailable(task, f"no version of {name} could be loaded ({'; '.join(failures[:3])})")
 
 
 def champion_version(settings: Settings, task: str) -> str | None:
     """The version the ``champion`` alias points at, or None (no alias, or one that dangles)."""
     return _alias_version(client(settings), model_name(task))
-
-
-def has_versions(settings: Settings, task: str) -> bool:
-    """Whether the registry holds any version of the task (a champion or not)."""
-    return bool(client(settings).search_model_versions(f"name='{model_name(task)}'", max_results=1))
 
 
 def _alias_version(mlflow_client, name: str) -> str | None:
@@ -256,19 +251,3 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, OSError):
         return "its artifacts are missing or unreadable"
     return f"its artifacts are damaged ({type(exc).__name__})"
-
-
-def champion_summary(settings: Settings, task: str) -> dict | None:
-    """The champion's version, family and metric, or None."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        version = client(settings).get_model_version_by_alias(model_name(task), CHAMPION)
-    except MlflowException:
-        return None
-    return {
-        "version": str(version.version),
-        "family": version.tags.get("family"),
-        "run_id": version.run_id,
-        "metric": {version.tags.get("metric", "metric"): float(version.tags.get("metric_value", "nan"))},
-    }

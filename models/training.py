@@ -137,19 +137,3 @@ def train(
     promotion = tracking.register(settings, task, run_id, family, metric, sha, split, promote)
     log.info("registered %s v%s: %s", promotion.info.name, promotion.info.version, promotion.reason)
     return TrainResult(promotion, report)
-
-
-def bootstrap(settings: Settings, catalogue: Catalogue, tasks: list[Task]) -> list[TrainResult]:
-    """Train and promote a champion for every task that has none, from whatever data is at hand
-    (a task without any data is skipped, with a warning)."""
-    results = []
-    for task in tasks:
-        if tracking.champion_summary(settings, task.name) is not None:
-            continue
-        paths = available_sources(task, settings)
-        if not paths:
-            log.warning("no champion for %s and no data to train one: set PREFLIGHT_DATASETS", task.name)
-            continue
-        log.info("no champion for %s: training one from %s", task.name, ", ".join(paths))
-        results.append(train(task, settings, catalogue, paths=paths, promote=True))
-    return results

@@ -8,7 +8,7 @@ from fastapi import Depends, FastAPI, Response
 from fastapi.routing import APIRoute
 from preflight.data.settings import Settings
 from preflight.service import errors
-from preflight.service.deps import KEY_RESPONSES, require_read_key
+from preflight.service.deps import KEY_RESPONSES, require_api_key
 from preflight.service.middleware import Deadline, Observed
 from preflight.service.routes import (
     admin,
@@ -24,6 +24,9 @@ from preflight.service.routes import (
 )
 from preflight.service.state import ServiceState
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+#: Paths of routes that change state: they run to the end, never cut off by the deadline.
+CHANGES_STATE = ("/v1/devices", "/v1/admin")
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -80,15 +83,13 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     app.include_router(health.router)
     app.include_router(admin.router)
     # reads need a key only when configured so; the OpenAPI document then says so too
-    reads = [Depends(require_read_key)] if settings.protect_reads else []
+    reads = [Depends(require_api_key)] if settings.protect_reads else []
     responses = errors.RESPONSES | (KEY_RESPONSES if settings.protect_reads else {})
-    routers = (tasks.router, devices.router, predict.router(), nas.router, whatif.router, interference.router)
-    for router in (*routers, fpga.router, reasons.router):
+    for router in (
+        tasks.router, devices.router, predict.router(), nas.router, whatif.router, interference.router,
+        fpga.router, reasons.router,
+    ):  # fmt: skip
         app.include_router(router, dependencies=reads, responses=responses)
     app.add_middleware(Deadline, seconds=settings.request_timeout_s, exempt=CHANGES_STATE)
     _metrics(app)
     return app
-
-
-#: Paths of routes that change state: they run to the end, never cut off by the deadline.
-CHANGES_STATE = ("/v1/devices", "/v1/admin")

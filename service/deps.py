@@ -24,14 +24,9 @@ async def get_state(request: Request) -> ServiceState:  # async: no thread hop p
 StateDep = Annotated[ServiceState, Depends(get_state)]
 
 
-async def require_admin_key(state: StateDep, key: Annotated[str | None, Security(_api_key)]) -> None:
-    """Routes that change what the service answers need one of the keys."""
-    if not _known(key, state):
-        raise HTTPException(status_code=401, detail=_missing(state))
-
-
-async def require_read_key(state: StateDep, key: Annotated[str | None, Security(_api_key)]) -> None:
-    """Predictions and listings, with PREFLIGHT_PROTECT_READS (the app adds this check only then)."""
+async def require_api_key(state: StateDep, key: Annotated[str | None, Security(_api_key)]) -> None:
+    """One of the service's keys in X-API-Key: on routes that change state, and on predictions and
+    listings with PREFLIGHT_PROTECT_READS (the app adds it to those only then)."""
     if not _known(key, state):
         raise HTTPException(status_code=401, detail=_missing(state))
 

@@ -129,7 +129,7 @@ def _echo(error: dict) -> dict:
         return {}
     if len(text) <= MAX_ECHO:
         return {"input": error["input"]}
-    return {"input_excerpt": text[:MAX_ECHO] + "..."}
+    return {"input_excerpt": _cut(text)}
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
@@ -96,7 +96,6 @@ class ServiceState:
         is recorded only once its model serves, so a failed reload is tried again at the next look."""
         with self._loading:
             try:
-                alias = tracking.champion_version(self.settings, task.name)
                 serving = tracking.load_serving(self.settings, task.name)
             except NotTrained:
                 hint = "" if self._has_data(task) else "; its datasets are needed: set PREFLIGHT_DATASETS"
@@ -115,7 +114,7 @@ class ServiceState:
             with self._lock:  # adapted to the measurements as they are when it is swapped in
                 old = self.champions.get(task.name)
                 self.champions[task.name] = self._adapted(task, loaded)
-            self._aliases[task.name] = alias
+            self._aliases[task.name] = serving.alias
             state = "fallback" if serving.fallback else "ready"
             self.tasks[task.name] = TaskStatus(state, serving.fallback or "", serving.info.version)
             return old is None or old.info.version != serving.info.version
@@ -175,6 +174,10 @@ class ServiceState:
         """Start-up has finished and at least one task answers."""
         return self.started and any(s.state in SERVING for s in self.tasks.values())
 
+    def task_states(self) -> dict[str, dict]:
+        """Each task's state, served version and why, by task name (what /readyz shows)."""
+        return {name: asdict(status) for name, status in sorted(self.tasks.items())}
+
     def champion(self, task: str) -> Champion:
         """The model to answer with; NotTrained or ModelUnavailable say why there is none."""
         champion = self.champions.get(task)
@@ -222,8 +225,7 @@ class ServiceState:
                 return
             self.catalogue = Catalogue.load(self.settings.devices_file)
             self.measurements = self._stored_measurements()
-            for name, champion in list(self.champions.items()):
-                self.champions[name] = self._adapted(get_task(name), champion)
+            self._readapt_all()
             self._on_disk = signature
 
     def _files_signature(self) -> tuple:
@@ -247,8 +249,7 @@ class ServiceState:
                     self.catalogue.register(earlier)
                 raise
             if earlier is not None and earlier != spec:
-                for name, champion in list(self.champions.items()):
-                    self.champions[name] = self._adapted(get_task(name), champion)
+                self._readapt_all()
 
     def _add_measurements(self, task: Task, rows: list[dict]) -> None:
         """Check the measurements, adapt the champion to them, then store them (nothing is stored
@@ -270,9 +271,13 @@ class ServiceState:
                 for t, rows in self.measurements.items()
             }
             self._store({t: rows for t, rows in kept.items() if rows})
-            for name, champion in list(self.champions.items()):
-                self.champions[name] = self._adapted(get_task(name), champion)
+            self._readapt_all()
         return spec
+
+    def _readapt_all(self) -> None:
+        """Every champion refitted from its base to the measurements and devices as they now are."""
+        for name, champion in list(self.champions.items()):
+            self.champions[name] = self._adapted(get_task(name), champion)
 
     def _store(self, measurements: dict[str, list[dict]]) -> None:
         atomic_write_bytes(self.measurements_file, json.dumps(measurements).encode())

@@ -1,9 +1,7 @@
 """``POST /v1/admin/reload``: load each task's ``champion`` now, rather than at the next poll."""
 
-from dataclasses import asdict
-
 from fastapi import APIRouter, Depends
-from preflight.service.deps import KEY_RESPONSES, StateDep, require_admin_key
+from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
 from preflight.service.errors import LIMITS
 from preflight.service.schemas import Reloaded
 
@@ -14,10 +12,10 @@ router = APIRouter(tags=["admin"], responses=LIMITS)
     "/v1/admin/reload",
     response_model=Reloaded,
     responses=KEY_RESPONSES,
-    dependencies=[Depends(require_admin_key)],
+    dependencies=[Depends(require_api_key)],
 )
 def reload(state: StateDep) -> Reloaded:
     """Load now each task whose ``champion`` alias moved, and retry those not serving their champion
     (failed, fallback, untrained); each is swapped in without dropping a request. Needs an API key."""
     changed = state.reload(retry=True)
-    return Reloaded(reloaded=changed, tasks={name: asdict(s) for name, s in sorted(state.tasks.items())})
+    return Reloaded(reloaded=changed, tasks=state.task_states())

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from preflight.data.catalogue import DeviceSpec
 from preflight.models.datasets import device_spec
 from preflight.models.task import Task, get_task
-from preflight.service.deps import KEY_RESPONSES, StateDep, require_admin_key
+from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
 from preflight.service.schemas import MAX_NAME, DevicePublic, DeviceRegistration
 from preflight.service.state import ImplausibleMeasurements
 from pydantic import ValidationError
@@ -80,7 +80,7 @@ def _positive_number(value: object) -> bool:
     response_model=DevicePublic,
     status_code=201,
     responses=KEY_RESPONSES,
-    dependencies=[Depends(require_admin_key)],
+    dependencies=[Depends(require_api_key)],
 )
 def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
     """Register a spec sheet, and/or give K measurements that adapt the champion to the device
@@ -120,7 +120,7 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
     "/v1/devices/{name}",
     response_model=DevicePublic,
     responses=KEY_RESPONSES,
-    dependencies=[Depends(require_admin_key)],
+    dependencies=[Depends(require_api_key)],
 )
 def delete_device(name: Annotated[str, Path(max_length=MAX_NAME)], state: StateDep) -> DevicePublic:
     """Remove a device you registered, with its measurements (the models forget them). A catalogue

@@ -1,7 +1,5 @@
 """``/healthz`` (the process is up) and ``/readyz`` (which tasks answer, and why the others don't)."""
 
-from dataclasses import asdict
-
 from fastapi import APIRouter, Response
 from preflight.service.deps import StateDep
 from preflight.service.errors import LIMITS
@@ -24,10 +22,10 @@ def readyz(state: StateDep, response: Response) -> Readiness:
     failed, untrained, training, loading), its served version, and why (no paths: those are logged)."""
     if not state.ready:
         response.status_code = 503
-    tasks = dict(state.tasks)
+    tasks = state.task_states()
     return Readiness(
         ready=state.ready,
         status="ready" if state.ready else ("starting" if not state.started else "no task can answer"),
-        loaded=sorted(name for name, status in tasks.items() if status.state in SERVING),
-        tasks={name: asdict(status) for name, status in sorted(tasks.items())},
+        loaded=[name for name, status in tasks.items() if status["state"] in SERVING],
+        tasks=tasks,
     )

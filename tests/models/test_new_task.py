@@ -103,7 +103,7 @@ def test_a_task_in_one_module_trains_evaluates_registers_and_serves(toy_task, tm
     assert trained.exit_code == 0, trained.output
     assert json.loads(trained.stdout)["champion"] is True
     settings = Settings()
-    assert tracking.champion_summary(settings, "toy") is not None  # registered as preflight.toy@champion
+    assert tracking.champion_version(settings, "toy") is not None  # registered as preflight.toy@champion
 
     evaluated = runner.invoke(
         app, ["evaluate", "toy", "--source", "toy-boxes", "--split", "colour", "--json"]

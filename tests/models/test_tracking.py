@@ -33,7 +33,7 @@ def test_champion_gate(settings):
     assert version(10.0).promoted  # no worse
     assert not version(1.0, data="b").promoted  # other data: not comparable
     assert version(50.0, promote=True).promoted  # forced
-    assert tracking.champion_summary(settings, "gemm")["version"] == "5"
+    assert tracking.champion_version(settings, "gemm") == "5"
 
 
 def test_loading_a_missing_champion_says_how_to_train(settings):
