@@ -4,8 +4,11 @@ limits and Prometheus metrics."""
 import threading
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Response
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import KEY_RESPONSES, require_api_key
@@ -27,6 +30,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 #: Paths of routes that change state: they run to the end, never cut off by the deadline.
 CHANGES_STATE = ("/v1/devices", "/v1/admin")
+#: Where /docs and /redoc find Swagger UI and ReDoc: files of the fastapi-offline package, no CDN.
+DOCS_ASSETS = "/docs/assets"
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -50,6 +55,34 @@ def _metrics(app: FastAPI) -> None:
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` from files shipped in a package, so that they work air-gapped."""
+    app.mount(DOCS_ASSETS, StaticFiles(packages=[("fastapi_offline", "static")]), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None},  # no badge from validator.swagger.io
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def create_app(settings: Settings | None = None, bootstrap: bool = False) -> FastAPI:
@@ -76,10 +109,13 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
         summary="Performance estimates before anything runs",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by _docs from local files
+        redoc_url=None,
         generate_unique_id_function=_operation_id,
         max_body_size=settings.max_body_bytes,  # larger bodies: 413, refused as they arrive
     )
     errors.install(app)
+    _docs(app)
     app.include_router(health.router)
     app.include_router(admin.router)
     # reads need a key only when configured so; the OpenAPI document then says so too

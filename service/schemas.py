@@ -9,6 +9,7 @@ from preflight.data.interference import KINDS, InterferenceItem, Neighbours
 from preflight.data.nas import CurveItem
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.explore import LIKELY_SHARE
+from preflight.models.targets import Target
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
 from preflight.models.whatif import WhatIf
@@ -37,12 +38,19 @@ class ModelInfoPublic(BaseModel):
     family: str
 
 
+WARNINGS = (
+    "codes `kind:subject` (GET /v1/ood-reasons lists the kinds, POST /v1/ood-reasons/explain gives their "
+    "full text), then notes that qualify an estimate"
+)
+
+
 class PredictResponse(BaseModel):
+    """The answer of ``/v1/{task}/predict``; each task's route documents its own, typed predictions."""
+
     task: str
     model: ModelInfoPublic
     predictions: list[dict[str, Any]] = Field(
-        description="per item: {target: {value, low, high}}, ood, warnings: codes `kind:subject` "
-        "(GET /v1/ood-reasons lists the kinds, POST /v1/ood-reasons/explain gives their full text)"
+        description="per item: {target: {value, low, high}}, ood, warnings: " + WARNINGS
     )
 
 
@@ -86,12 +94,47 @@ class PredictRequest(BaseModel):
         return items
 
 
+def _title(task: Task) -> str:
+    """The task's name as a schema name: ``nas-curve`` -> ``NasCurve``."""
+    return task.name.title().replace("-", "")
+
+
 def predict_request(task: Task) -> type[PredictRequest]:
     """The request of one task's route: its items validated as the task's item model."""
     return create_model(
-        f"{task.name.title().replace('-', '')}PredictRequest",
+        f"{_title(task)}PredictRequest",
         __base__=PredictRequest,
         items=(list[task.item], Field(min_length=1, max_length=MAX_ITEMS)),  # type: ignore[name-defined]
+    )
+
+
+def prediction_model(task: Task) -> type[BaseModel]:
+    """One item's answer as ``Estimates.records`` gives it: an estimate per target (the first and the
+    derived ones always; another only where the model learned it), ``ood`` and ``warnings``."""
+    always = {task.primary_target, *task.derived}
+    estimates: dict[str, Any] = {
+        name: (Estimate, Field(... if name in always else None, description=_meaning(target)))
+        for name, target in task.targets.items()
+    }
+    return create_model(
+        f"{_title(task)}Prediction",
+        __config__=ConfigDict(extra="forbid", protected_namespaces=()),
+        **estimates,
+        ood=(bool, Field(description="a warning code says the item lies outside the training data")),
+        warnings=(list[str], Field(description=WARNINGS)),
+    )
+
+
+def _meaning(target: Target) -> str:
+    return f"{target.description} ({target.unit})" if target.description else f"in {target.unit}"
+
+
+def predict_response(task: Task) -> type[PredictResponse]:
+    """The answer of one task's route, its predictions typed from the task's targets."""
+    return create_model(
+        f"{_title(task)}PredictResponse",
+        __base__=PredictResponse,
+        predictions=(list[prediction_model(task)], Field(description="one per item, in order")),  # type: ignore[arg-type,misc]
     )
 
 
@@ -164,6 +207,8 @@ class EarlyStopRequest(CurveItem):
 
 
 class Estimate(BaseModel):
+    """A point estimate and its interval at the request's coverage; null where there is none."""
+
     value: float | None
     low: float | None
     high: float | None

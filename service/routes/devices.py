@@ -4,8 +4,9 @@ import math
 from collections import Counter
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Body, Depends, Path
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.models import Example
 from preflight.data.catalogue import DeviceSpec
 from preflight.models.datasets import device_spec
 from preflight.models.task import Task, get_task
@@ -15,6 +16,45 @@ from preflight.service.state import ImplausibleMeasurements
 from pydantic import ValidationError
 
 router = APIRouter(tags=["devices"])
+
+#: Example bodies of a registration: a spec sheet, and measurements of a device the catalogue knows.
+REGISTRATIONS: dict[str, Example] = {
+    "spec": {
+        "summary": "a new GPU from its spec sheet",
+        "value": {
+            "spec": {
+                "id": "lab-gpu",
+                "name": "Lab GPU 24GB",
+                "vendor": "nvidia",
+                "kind": "gpu",
+                "architecture": "ada",
+                "compute_units": 128,
+                "boost_clock_mhz": 2520,
+                "memory_gb": 24,
+                "memory_bandwidth_gbs": 1008,
+                "tdp_w": 450,
+                "peak_tflops": {"fp32": 82.6, "fp16": 165.2},
+            }
+        },
+    },
+    "measurements": {
+        "summary": "GEMM runtimes measured on a catalogue device",
+        "value": {
+            "device": "Tesla T4",
+            "task": "gemm",
+            "measurements": [
+                {"m": 1024, "n": 1024, "k": 1024, "runtime_ms": 0.45},
+                {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "runtime_ms": 5.1},
+            ],
+        },
+    },
+}
+#: Example names: one the catalogue resolves, one of its aliases, and a device the example registers.
+KNOWN: dict[str, Example] = {
+    "name": {"summary": "a catalogue name", "value": "Tesla V100-SXM2-16GB"},
+    "alias": {"summary": "an alias", "value": "p100"},
+}
+REGISTERED: dict[str, Example] = {"registered": {"summary": "a registered device", "value": "lab-gpu"}}
 
 
 def _counts(state) -> dict[str, Counter]:
@@ -32,7 +72,9 @@ def list_devices(state: StateDep) -> list[DevicePublic]:
 
 
 @router.get("/v1/devices/{name}", response_model=DevicePublic)
-def get_device(name: Annotated[str, Path(max_length=MAX_NAME)], state: StateDep) -> DevicePublic:
+def get_device(
+    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)], state: StateDep
+) -> DevicePublic:
     """Any name the catalogue resolves (``p100``, ``Tesla V100-SXM2-16GB``, an lscpu model name)."""
     return _public(state.catalogue.resolve(name), _counts(state))
 
@@ -82,7 +124,9 @@ def _positive_number(value: object) -> bool:
     responses=KEY_RESPONSES,
     dependencies=[Depends(require_api_key)],
 )
-def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
+def register_device(
+    body: Annotated[DeviceRegistration, Body(openapi_examples=REGISTRATIONS)], state: StateDep
+) -> DevicePublic:
     """Register a spec sheet, and/or give K measurements that adapt the champion to the device
     (each checked against the device's roofline and the model first). Needs an API key."""
     if body.spec is None and body.device is None:
@@ -122,7 +166,9 @@ def register_device(body: DeviceRegistration, state: StateDep) -> DevicePublic:
     responses=KEY_RESPONSES,
     dependencies=[Depends(require_api_key)],
 )
-def delete_device(name: Annotated[str, Path(max_length=MAX_NAME)], state: StateDep) -> DevicePublic:
+def delete_device(
+    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=REGISTERED)], state: StateDep
+) -> DevicePublic:
     """Remove a device you registered, with its measurements (the models forget them). A catalogue
     device cannot be removed (409). Needs an API key."""
     return _public(state.remove_device(name), {})

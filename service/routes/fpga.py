@@ -2,18 +2,39 @@
 predicted to fit the board."""
 
 from dataclasses import asdict
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Body, Response
+from fastapi.openapi.models import Example
 from preflight.models.explore import explore
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
+from preflight.service.routes.predict import VSCALE
 from preflight.service.schemas import ExploreRequest, ExploreResponse, ModelInfoPublic
 
 router = APIRouter(tags=["fpga"])
 
+EXPLORATIONS: dict[str, Example] = {
+    "graph": {
+        "summary": "unrolling and pipelining of a loop, from its program graph",
+        "value": {
+            "kernel": "vscale",
+            "graph": VSCALE,
+            "designs": [
+                {"__PARA__L0": 1},
+                {"__PARA__L0": 4, "__PIPE__L0": "flatten"},
+                {"__PARA__L0": 16, "__PIPE__L0": "cg"},
+            ],
+            "limits": {"lut": 0.6},
+        },
+    }
+}
+
 
 @router.post("/v1/fpga/explore", response_model=ExploreResponse)
-def explore_designs(body: ExploreRequest, state: StateDep, response: Response) -> ExploreResponse:
+def explore_designs(
+    body: Annotated[ExploreRequest, Body(openapi_examples=EXPLORATIONS)], state: StateDep, response: Response
+) -> ExploreResponse:
     """Each setting's cycles, resources and P(valid) with intervals; the feasible ones (among the most
     likely valid, every resource within its limit) first, fewest cycles first; ``best`` is the first."""
     task = get_task("fpga")

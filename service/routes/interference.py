@@ -1,8 +1,10 @@
 """``POST /v1/interference/place``: candidate hosts ranked by the slowdown a workload would suffer there."""
 
 from dataclasses import asdict
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Body, Response
+from fastapi.openapi.models import Example
 from preflight.models.placement import place
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
@@ -10,9 +12,30 @@ from preflight.service.schemas import ModelInfoPublic, PlaceRequest, PlaceRespon
 
 router = APIRouter(tags=["interference"])
 
+PLACEMENTS: dict[str, Example] = {
+    "hosts": {
+        "summary": "a web server and three hosts",
+        "value": {
+            "workload": {
+                "workload": "nginx",
+                "load_rps": 2000,
+                "replicas": 1,
+                "solo": {"ipc": 0.9, "p99_ms": 0.15},
+            },
+            "hosts": [
+                {"name": "node-a", "residents": {"cpu": 2, "l3": 2}},
+                {"name": "node-b", "residents": {"membw": 1}},
+                {"name": "node-c"},
+            ],
+        },
+    }
+}
+
 
 @router.post("/v1/interference/place", response_model=PlaceResponse)
-def place_workload(body: PlaceRequest, state: StateDep, response: Response) -> PlaceResponse:
+def place_workload(
+    body: Annotated[PlaceRequest, Body(openapi_examples=PLACEMENTS)], state: StateDep, response: Response
+) -> PlaceResponse:
     """Each host's predicted ``norm_perf`` for the workload next to its residents, with intervals,
     least slowed first; ``best`` is the first host with an estimate."""
     task = get_task("interference")

@@ -1,16 +1,48 @@
 """``POST /v1/nas/early-stop``: stop or continue a training run, from its partial learning curve."""
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Response
+from fastapi.openapi.models import Example
 from preflight.models.early_stop import decide
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
+from preflight.service.routes.predict import NB201_CELL
 from preflight.service.schemas import EarlyStopRequest, EarlyStopResponse, ModelInfoPublic
 
 router = APIRouter(tags=["nas"])
 
+RUNS: dict[str, Example] = {
+    "architecture": {
+        "summary": "a NAS-Bench-201 cell after 3 of 200 epochs",
+        "value": {
+            "space": "nb201",
+            "arch": NB201_CELL,
+            "dataset": "cifar10",
+            "curve": [0.31, 0.47, 0.55],
+            "budget": 200,
+            "learning_rate": 0.1,
+            "incumbent": 0.93,
+        },
+    },
+    "learner": {
+        "summary": "a learner over training-set sizes (LCDB)",
+        "value": {
+            "learner": "SVC_rbf",
+            "dataset": "openml-44",
+            "curve": [0.6, 0.7],
+            "epochs": [16, 32],
+            "budget": 4096,
+            "incumbent": 0.9,
+        },
+    },
+}
+
 
 @router.post("/v1/nas/early-stop", response_model=EarlyStopResponse)
-def early_stop(body: EarlyStopRequest, state: StateDep, response: Response) -> EarlyStopResponse:
+def early_stop(
+    body: Annotated[EarlyStopRequest, Body(openapi_examples=RUNS)], state: StateDep, response: Response
+) -> EarlyStopResponse:
     """The run's predicted final accuracy with its interval, P(final > incumbent), and stop/continue
     under the rule ``stop when P < risk`` (see ``rule`` in the answer)."""
     task = get_task("nas-curve")

@@ -1,13 +1,23 @@
 """The warning codes of predictions: ``GET /v1/ood-reasons`` lists every kind with what it means,
 ``POST /v1/ood-reasons/explain`` spells codes out in full against the model that answers a task."""
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Body
+from fastapi.openapi.models import Example
 from preflight.models.predictor import CODES
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep
 from preflight.service.schemas import ExplainRequest, Explanation, ReasonCode
 
 router = APIRouter(tags=["predict"])
+
+WARNING_CODES: dict[str, Example] = {
+    "gemm": {
+        "summary": "two warnings of a GEMM prediction",
+        "value": {"task": "gemm", "warnings": ["unseen:device_id=nvidia-h100-sxm5-80gb", "range:m_log2"]},
+    }
+}
 
 
 @router.get("/v1/ood-reasons")
@@ -17,7 +27,9 @@ def ood_reasons() -> list[ReasonCode]:
 
 
 @router.post("/v1/ood-reasons/explain")
-def explain(body: ExplainRequest, state: StateDep) -> list[Explanation]:
+def explain(
+    body: Annotated[ExplainRequest, Body(openapi_examples=WARNING_CODES)], state: StateDep
+) -> list[Explanation]:
     """The full text of each warning, with the training ranges of the model that answers the task;
     a warning that is not a code comes back as it is."""
     predictor = state.champion(get_task(body.task).name).predictor

@@ -1,6 +1,9 @@
 """``POST /v1/whatif``: one workload on candidate devices, ranked by time, energy and cost per run."""
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Response
+from fastapi.openapi.models import Example
 from preflight.models import whatif
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
@@ -8,9 +11,31 @@ from preflight.service.schemas import WhatIfRequest, WhatIfResponse
 
 router = APIRouter(tags=["whatif"])
 
+_GEMMS = [
+    {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"},
+    {"m": 1024, "n": 512, "k": 2048, "trans_a": True},
+    {"m": 64, "n": 64, "k": 64},
+]
+COMPARISONS: dict[str, Example] = {
+    "priced": {
+        "summary": "three GEMMs per run on three GPUs, two of them priced",
+        "value": {
+            "workload": {"task": "gemm", "items": _GEMMS},
+            "devices": ["nvidia-h100-sxm5-80gb", "Tesla V100-SXM2-16GB", "p100"],
+            "prices": {"nvidia-h100-sxm5-80gb": 3.5, "p100": 0.5},
+        },
+    },
+    "all": {
+        "summary": "one GEMM on every GPU of the catalogue",
+        "value": {"workload": {"task": "gemm", "items": _GEMMS[:1]}, "devices": "all"},
+    },
+}
+
 
 @router.post("/v1/whatif", response_model=WhatIfResponse)
-def what_if(body: WhatIfRequest, state: StateDep, response: Response) -> WhatIfResponse:
+def what_if(
+    body: Annotated[WhatIfRequest, Body(openapi_examples=COMPARISONS)], state: StateDep, response: Response
+) -> WhatIfResponse:
     """Time (and energy, and cost where a price is given) per run of the workload on each device, with
     intervals; devices the model cannot answer for are listed under ``skipped``."""
     task = get_task(body.workload.task)
