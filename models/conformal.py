@@ -166,7 +166,7 @@ def _wilson(p: np.ndarray, n: int, coverage: float) -> tuple[np.ndarray, np.ndar
         raise UsageError(f"coverage must lie in (0, 1), got {coverage}")
     if n == 0:
         return np.zeros_like(p), np.ones_like(p)
-    z = float(stats.norm.ppf((1 + coverage) / 2))
+    z = float(stats.norm.isf((1 - coverage) / 2))  # finite for a coverage a hair below 1
     centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
     half = z / (1 + z**2 / n) * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)

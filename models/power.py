@@ -68,8 +68,10 @@ def clip_utilisation(utilisation: ArrayLike) -> np.ndarray:
 
 
 def utilisation(roofline_ms: ArrayLike, runtime_ms: ArrayLike) -> np.ndarray:
-    """The fraction of the roofline bound a kernel achieved, clipped to (0, 1]."""
-    return clip_utilisation(np.asarray(roofline_ms, dtype=float) / np.asarray(runtime_ms, dtype=float))
+    """The fraction of the roofline bound a kernel achieved, clipped to (0, 1]; a runtime of 0 (the open
+    low end of a wide interval) is full utilisation."""
+    with np.errstate(divide="ignore"):
+        return clip_utilisation(np.asarray(roofline_ms, dtype=float) / np.asarray(runtime_ms, dtype=float))
 
 
 def _tdp_fraction(shape: PowerShape, utilisation: ArrayLike) -> np.ndarray:

@@ -143,6 +143,10 @@ def prices_by_device(
     return by_id
 
 
+#: A what-if estimates every item on every device: at most this many estimates (a few seconds).
+MAX_ESTIMATES = 100_000
+
+
 def compare(
     task: Task,
     predictor: Predictor,
@@ -157,6 +161,12 @@ def compare(
     spec sheet without the needed peak) are skipped with the reason."""
     time = time_target(task)
     _check_workload(items)
+    if len(items) * len(devices) > MAX_ESTIMATES:
+        raise DataError(
+            f"a what-if of {len(items):,} items on {len(devices)} devices asks for "
+            f"{len(items) * len(devices):,} estimates, more than {MAX_ESTIMATES:,}: "
+            "fewer items (one of each shape, say) or fewer devices"
+        )
     runs, skipped = [], []
     for spec in devices:
         on_device = _on_device(task, items, spec.id)

@@ -171,7 +171,8 @@ class TreeFamily:
             if self.rows_until_compile_ > 0:
                 return
             self.rows_until_compile_ = None
-        threading.Thread(target=self.compile, args=(matrix,), name="preflight-compile", daemon=True).start()
+        # not a daemon: the interpreter waits for it at exit, where a daemon thread inside LLVM crashes it
+        threading.Thread(target=self.compile, args=(matrix,), name="preflight-compile").start()
 
     def compile(self, sample: np.ndarray) -> None:
         """Compile every booster; each replaces LightGBM where it predicts ``sample`` (trained-on

@@ -130,3 +130,10 @@ def test_a_task_without_devices_gets_400_and_an_unknown_task_404(client):
     assert "gemm" in response.json()["detail"]
     unknown = client.post("/v1/whatif", json={"workload": {"task": "fpga-magic", "items": ITEMS}})
     assert unknown.status_code == 404 and "gemm" in unknown.json()["known"]
+
+
+def test_a_what_if_past_the_estimate_budget_is_refused_before_any_work(client):
+    workload = {"task": "gemm", "items": [ITEMS[0]] * 10_000}
+    answer = client.post("/v1/whatif", json={"workload": workload, "devices": "all"})
+    assert answer.status_code == 422
+    assert "estimates, more than 100,000" in answer.json()["detail"]
