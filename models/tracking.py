@@ -3,20 +3,28 @@
 The promotion gate: a new version takes the ``champion`` alias when there is none, when asked
 (``--promote``), or when its primary metric is no worse than the champion's on the same data
 (checksum) and split. Versions trained on other data are not comparable, so they wait for ``--promote``.
+
+A run's ``predictor`` folder is an MLflow model (``pyfunc.py``) that the service still reads natively; a
+run records the training table it learned from (digest, schema and size, never its rows), the git
+commit of the checkout and a note that says what it is.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from preflight.data.errors import ModelUnavailable, NotTrained
+import pandas as pd
+from preflight.data.errors import ModelUnavailable, NotTrained, UnknownVersion
 from preflight.data.settings import Settings
-from preflight.models import artifacts, relocation
+from preflight.models import artifacts, pyfunc, relocation
 from preflight.models.metrics import higher_is_better
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
@@ -32,6 +40,7 @@ class ModelInfo:
     version: str
     run_id: str
     family: str
+    split: str = ""  # the split its metrics were cross-validated on: ``grouped-cv:shape``
 
 
 @dataclass
@@ -43,6 +52,16 @@ class Serving:
     info: ModelInfo
     alias: str | None  # the version the champion alias named when it was read
     fallback: str | None = None
+
+
+@dataclass
+class TrainingTable:
+    """The rows a run learned from, logged as its input: name, digest, schema and size (not the rows)."""
+
+    rows: pd.DataFrame
+    name: str
+    location: str  # the URI of its source files (their common folder, when several)
+    digest: str
 
 
 @dataclass
@@ -91,28 +110,81 @@ def log_run(
     tags: dict,
     predictor: Predictor | None = None,
     report: dict | None = None,
+    run_name: str | None = None,
+    note: str | None = None,
+    table: TrainingTable | None = None,
 ) -> str:
-    """Log one run (training or evaluation) and return its id."""
+    """Log one run (training or evaluation) and return its id; ``note`` is its description."""
     from mlflow.entities import Metric, Param
 
     mlflow_client = client(settings)
-    run_id = mlflow_client.create_run(_experiment(mlflow_client, settings, task.name), tags=tags).info.run_id
+    tags = tags | _source_tags(note)
+    experiment = _experiment(mlflow_client, settings, task.name)
+    run_id = mlflow_client.create_run(experiment, tags=tags, run_name=run_name).info.run_id
     now = int(time.time() * 1000)
     mlflow_client.log_batch(
         run_id,
         params=[Param(k, str(v)) for k, v in params.items()],
         metrics=[Metric(k, v, now, 0) for k, v in metrics.items() if v == v],
     )  # NaN-free
+    if table is not None:
+        _log_table(mlflow_client, run_id, table)
     for name, fig in figures.items():
         mlflow_client.log_figure(run_id, fig, f"plots/{name}.png")
     if report is not None:
         mlflow_client.log_dict(run_id, report, "report.json")
     if predictor is not None:
         with tempfile.TemporaryDirectory() as tmp:
-            artifacts.save(predictor, Path(tmp))
-            mlflow_client.log_artifacts(run_id, tmp, artifact_path="predictor")
+            model = Path(tmp) / "predictor"
+            pyfunc.save(predictor, model, table.rows if table is not None else None)
+            mlflow_client.log_artifacts(run_id, str(model), artifact_path="predictor")
     mlflow_client.set_terminated(run_id)
     return run_id
+
+
+def _source_tags(note: str | None) -> dict[str, str]:
+    """MLflow's tags for the code's git commit and the run's description, where known."""
+    from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
+
+    found = {MLFLOW_GIT_COMMIT: git_commit(), MLFLOW_RUN_NOTE: note}
+    return {key: value for key, value in found.items() if value}
+
+
+def git_commit() -> str | None:
+    """The commit of the git checkout this package runs from; None when it is no checkout (or is an
+    installed copy inside someone else's repository), or git cannot tell."""
+    here = Path(__file__).resolve()
+    try:
+        tracked = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", here.name],
+            cwd=here.parent,
+            capture_output=True,
+            timeout=10,
+        )
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here.parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if tracked.returncode or head.returncode:
+        return None
+    return head.stdout.strip() or None
+
+
+def _log_table(mlflow_client, run_id: str, table: TrainingTable) -> None:
+    """The training table as the run's ``training`` input."""
+    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+    from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    source = get_dataset_source_from_json(json.dumps({"uri": table.location}), source_type="local")
+    dataset = from_pandas(table.rows, source=source, name=table.name, digest=table.digest)
+    with warnings.catch_warnings():  # a hint for model signatures, not for a table's schema
+        warnings.filterwarnings("ignore", "Hint: Inferred schema contains integer", UserWarning)
+        entity = Dataset(**dataset.to_dict())
+    context = InputTag(MLFLOW_DATASET_CONTEXT, "training")
+    mlflow_client.log_inputs(run_id, datasets=[DatasetInput(entity, tags=[context])])
 
 
 def register(
@@ -124,8 +196,10 @@ def register(
     data_sha: str,
     split: str,
     promote: bool,
+    description: str | None = None,
 ) -> Promotion:
-    """Create a model version from a run's predictor and apply the champion gate."""
+    """Create a model version from a run's predictor (``description`` says what it is) and apply the
+    champion gate."""
     from mlflow.exceptions import MlflowException
 
     mlflow_client = client(settings)
@@ -142,7 +216,9 @@ def register(
         "data_sha": data_sha,
         "split": split,
     }
-    version = mlflow_client.create_model_version(name, source=source, run_id=run_id, tags=tags)
+    version = mlflow_client.create_model_version(
+        name, source=source, run_id=run_id, tags=tags, description=description
+    )
     promoted, reason = _gate(
         mlflow_client, name, metric, higher_is_better(task.metric), data_sha, split, promote
     )
@@ -210,7 +286,7 @@ def load_serving(settings: Settings, task: str) -> Serving:
             log.error("%s v%s could not be loaded: %s: %s", task, version.version, type(exc).__name__, exc)
             failures.append(f"v{version.version}: {_why(exc)}")
             continue
-        info = ModelInfo(name, str(version.version), version.run_id, version.tags.get("family", ""))
+        info = _info(name, version)
         fallback = None
         if str(version.version) != champion:
             lost = (
@@ -239,6 +315,79 @@ def _alias_version(mlflow_client, name: str) -> str | None:
         if "RESOURCE_DOES_NOT_EXIST" in str(exc.error_code) or "not found" in str(exc).lower():
             return None
         raise
+
+
+def load_version(settings: Settings, task: str, version: str) -> tuple[Predictor, ModelInfo]:
+    """One version of a task's model; ``UnknownVersion`` (listing the registered ones) when it has none
+    of that number."""
+    from mlflow.exceptions import MlflowException
+
+    mlflow_client = client(settings)
+    name = model_name(task)
+    try:
+        found = mlflow_client.get_model_version(name, version)
+    except MlflowException:
+        known = [str(v["version"]) for v in versions(settings, task)]
+        if not known:
+            raise NotTrained(task) from None
+        raise UnknownVersion(task, version, known) from None
+    return _load_version(mlflow_client, found), _info(name, found)
+
+
+#: What :func:`versions` says of each version.
+VERSION_FIELDS = (
+    "version", "champion", "family", "split", "metric", "metric_value", "created", "run_id", "description"
+)  # fmt: skip
+
+
+def versions(settings: Settings, task: str) -> list[dict]:
+    """The task's registered versions, newest first: family, split, primary metric, whether it is the
+    champion, when it was made, its run and description."""
+    mlflow_client = client(settings)
+    name = model_name(task)
+    champion = _alias_version(mlflow_client, name)
+    found = sorted(
+        mlflow_client.search_model_versions(f"name='{name}'"), key=lambda v: int(v.version), reverse=True
+    )
+    return [
+        {
+            "version": str(v.version),
+            "champion": str(v.version) == champion,
+            "family": v.tags.get("family", ""),
+            "split": v.tags.get("split", ""),
+            "metric": v.tags.get("metric", ""),
+            "metric_value": float(v.tags.get("metric_value", "nan")),
+            "created": pd.Timestamp(v.creation_timestamp, unit="ms", tz="UTC"),
+            "run_id": v.run_id,
+            "description": v.description or "",
+        }
+        for v in found
+    ]
+
+
+def source_files(settings: Settings, run_id: str) -> dict[str, Path]:
+    """The files a training run learned from, by source (those that are still there)."""
+    recorded = json.loads(client(settings).get_run(run_id).data.params.get("source_files", "{}"))
+    return {source: Path(path) for source, path in recorded.items() if Path(path).exists()}
+
+
+def log_report(settings: Settings, run_id: str, folder: Path) -> None:
+    """A report's files as artifacts (``report/``) of the run that made the version. The run's artifact
+    store is looked up afresh: MLflow caches it by run id, and a copied home shares its run ids."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    artifact_uri = client(settings).get_run(run_id).info.artifact_uri
+    get_artifact_repository(artifact_uri).log_artifacts(str(folder), artifact_path="report")
+
+
+def _info(name: str, version) -> ModelInfo:
+    return ModelInfo(
+        name,
+        str(version.version),
+        version.run_id,
+        version.tags.get("family", ""),
+        version.tags.get("split", ""),
+    )
 
 
 def _load_version(mlflow_client, version) -> Predictor:

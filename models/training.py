@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,22 @@ def data_checksum(checksums: dict[str, str], max_rows: int | None, seed: int) ->
         {"sources": checksums, "max_rows_per_source": max_rows, "seed": seed}, sort_keys=True
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def summary(task: Task, report: dict, sha: str) -> str:
+    """One paragraph on a trained model: family, data, split, its primary metric beside the baseline's."""
+    target, metric = task.primary_target, task.metric
+    model, baseline = report["metrics"][target][metric], report["baseline"]["metrics"][target][metric]
+    return (
+        f"{task.name} model of family {report['family']}, trained on {report['n_train']:,} rows of "
+        f"{report['source']} (data sha {sha}) and scored out of fold by {report['split']}: {target} "
+        f"{metric} {model:.4g}, against {baseline:.4g} for the {report['baseline']['name']} baseline."
+    )
+
+
+def location(paths: dict[str, Path]) -> str:
+    """The URI of the source files: the file, or the folder that holds them all."""
+    return Path(os.path.commonpath([p.resolve() for p in paths.values()])).as_uri()
 
 
 def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9) -> Estimates:
@@ -108,9 +125,10 @@ def train(
     outcome = Outcome(
         Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y)
     )
-    split = f"grouped-cv:{task.group_key}"
-    report = evaluate.report(task, family, "+".join(paths), split, outcome)
+    split, sources = f"grouped-cv:{task.group_key}", "+".join(paths)
+    report = evaluate.report(task, family, sources, split, outcome)
     sha = data_checksum(data.checksums, task.max_rows_per_source, seed)
+    description = summary(task, report, sha)
     roles = {"device": task.device_column, "stratum": task.stratum_column}
     groupings = {task.group_key: groups} | {
         role: features.meta[column] for role, column in roles.items() if column and column in features.meta
@@ -123,6 +141,7 @@ def train(
             "family": family,
             "seed": seed,
             "sources": ",".join(paths),
+            "source_files": json.dumps({source: str(path.resolve()) for source, path in paths.items()}),
             "split": split,
             "n_rows": len(Y),
             **getattr(predictor.family_, "get_params", dict)(),
@@ -132,8 +151,11 @@ def train(
         tags={"kind": "train", "data_sha": sha},
         predictor=predictor,
         report=report,
+        run_name=f"{task.name} · {family} · {sources} · {split}",
+        note=description,
+        table=tracking.TrainingTable(data.rows, f"{task.name}:{sources}", location(paths), sha),
     )
     metric = report["metrics"][task.primary_target][task.metric]
-    promotion = tracking.register(settings, task, run_id, family, metric, sha, split, promote)
+    promotion = tracking.register(settings, task, run_id, family, metric, sha, split, promote, description)
     log.info("registered %s v%s: %s", promotion.info.name, promotion.info.version, promotion.reason)
     return TrainResult(promotion, report)

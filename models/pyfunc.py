@@ -1,0 +1,187 @@
+"""MLflow's ``python_function`` flavour of a predictor: ``mlflow.pyfunc.load_model`` and ``mlflow models
+serve`` answer with preflight's estimates.
+
+The logged model folder is the predictor's own (``artifacts.save``), with an ``MLmodel`` beside its files
+whose loader module is this one: nothing is pickled, and ``artifacts.load`` reads the folder as before.
+The input is a frame of the task's items, one a row, with the HTTP API's fields (nested ones as
+objects); the output one row an item: ``{target}``, ``{target}_low`` and ``{target}_high`` per target,
+then ``ood``. The parameter ``coverage`` sets the intervals' coverage. Devices resolve against the
+shipped catalogue and the devices registered under ``PREFLIGHT_HOME``; few-shot adaptations are not
+replayed.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from importlib.metadata import version
+from pathlib import Path
+from types import ModuleType, UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
+
+import pandas as pd
+from preflight.data.catalogue import Catalogue
+from preflight.data.settings import Settings
+from preflight.models import artifacts
+from preflight.models.inference import predict_items
+from preflight.models.predictor import Estimates, Predictor
+from preflight.models.task import Task
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+if TYPE_CHECKING:
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import ColSpec
+
+COVERAGE = 0.9  # as the HTTP API's
+#: Column types where MLflow's schema enforcement takes every valid value of the field.
+_COLUMN_TYPES = {frozenset({bool}): "boolean", frozenset({str}): "string"}
+
+
+def save(predictor: Predictor, directory: Path, rows: pd.DataFrame | None = None) -> None:
+    """The predictor as an MLflow model in ``directory`` (a new folder); its input example is the first
+    of the training ``rows`` that reads as an item."""
+    from mlflow.utils.file_utils import get_total_file_size
+
+    os.environ.setdefault("MLFLOW_UV_AUTO_DETECT", "false")  # no uv files from the working directory
+    example = None if rows is None else input_example(predictor.task, rows)
+    with warnings.catch_warnings():  # a task whose training rows are no items has no example
+        warnings.filterwarnings("ignore", ".*An input example was not provided", UserWarning)
+        model = mlflow_pyfunc().save_model(
+            str(directory),
+            loader_module=__name__,
+            signature=signature(predictor),
+            input_example=example,
+            pip_requirements=[f"preflight=={version('preflight')}"],  # explicit: nothing inferred
+        )
+    artifacts.save(predictor, directory)
+    model.model_size_bytes = get_total_file_size(directory)
+    model.save(str(directory / "MLmodel"))
+
+
+def mlflow_pyfunc() -> ModuleType:
+    """``mlflow.pyfunc``, imported without the warning it gives about its own agents' type hints."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*Any type hint is inferred as AnyType", UserWarning)
+        import mlflow.pyfunc
+    return mlflow.pyfunc
+
+
+def signature(predictor: Predictor) -> ModelSignature:
+    """Columns of the task's item fields in, estimates out, ``coverage`` as a parameter."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
+
+    fields = predictor.task.item.model_fields
+    outputs = [ColSpec("double", f"{t}{side}") for t in targets(predictor) for side in ("", "_low", "_high")]
+    return ModelSignature(
+        Schema([_column(name, field) for name, field in fields.items()]),
+        Schema([*outputs, ColSpec("boolean", "ood")]),
+        ParamSchema([ParamSpec("coverage", "double", COVERAGE)]),
+    )
+
+
+def _column(name: str, field: FieldInfo) -> ColSpec:
+    """A field's input column: a boolean, string or required integer one, else of any type (left to the
+    item's validation), since MLflow refuses integers in a double column and a column with gaps holds
+    floats."""
+    from mlflow.types.schema import AnyType, ColSpec
+
+    kinds = frozenset(_kinds(field.annotation))
+    kind = _COLUMN_TYPES.get(kinds) or ("long" if kinds == {int} and field.is_required() else None)
+    return ColSpec(kind or AnyType(), name, required=field.is_required())
+
+
+def _kinds(annotation: Any) -> set[type]:
+    """The Python types a field takes, None aside (an enum or a literal as its values' type, a nested
+    model as dict)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _kinds(args[0])
+    if origin in (Union, UnionType):
+        return set().union(*map(_kinds, args))
+    if origin is Literal:
+        return {type(arg) for arg in args}
+    if origin is not None:
+        return {origin}
+    if annotation is type(None):
+        return set()
+    if _subclass(annotation, BaseModel):
+        return {dict}
+    return {next((k for k in (bool, int, float, str) if _subclass(annotation, k)), object)}
+
+
+def _subclass(annotation: Any, kind: type) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, kind)
+
+
+def targets(predictor: Predictor) -> list[str]:
+    """The targets a predictor estimates (learned, or derived from those), in the task's order."""
+    task = predictor.task
+    return [t for t in task.targets if t in predictor.targets or t in task.derived]
+
+
+def items(task: Task, frame: pd.DataFrame) -> list[BaseModel]:
+    """A frame's rows as the task's items: missing values left out (the item's defaults apply), whole
+    floats as integers where the field takes integers. An invalid row raises ``ValidationError``."""
+    kinds = _field_kinds(task)
+    return [task.item.model_validate(_record(row, kinds)) for row in frame.to_dict("records")]
+
+
+def _field_kinds(task: Task) -> dict[str, set[type]]:
+    return {name: _kinds(field.annotation) for name, field in task.item.model_fields.items()}
+
+
+def _record(row: dict, kinds: dict[str, set[type]]) -> dict:
+    return {k: _native(v, kinds.get(k, set())) for k, v in row.items() if not _missing(v)}
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
+def _native(value: object, kinds: set[type]) -> object:
+    """An integer for a whole float where the field takes integers but no floats."""
+    if isinstance(value, float) and int in kinds and float not in kinds and value.is_integer():
+        return int(value)
+    return value
+
+
+def input_example(task: Task, rows: pd.DataFrame, tries: int = 100) -> pd.DataFrame | None:
+    """The item fields of the first training row (of ``tries``) that reads as an item, or None."""
+    kinds = _field_kinds(task)
+    for row in rows[[f for f in kinds if f in rows]].head(tries).to_dict("records"):
+        record = _record(row, kinds)
+        try:
+            task.item.model_validate(record)
+        except ValidationError:
+            continue
+        return pd.DataFrame([record])
+    return None
+
+
+def table(predictor: Predictor, estimates: Estimates) -> pd.DataFrame:
+    """Estimates as one row an item: per target its value, ``_low`` and ``_high``, then ``ood``."""
+    columns: dict[str, pd.Series] = {}
+    for t in targets(predictor):
+        columns |= {t: estimates.value[t], f"{t}_low": estimates.low[t], f"{t}_high": estimates.high[t]}
+    frame = pd.DataFrame({name: column.to_numpy(dtype=float) for name, column in columns.items()})
+    return frame.assign(ood=[bool(reasons) for reasons in estimates.reasons])
+
+
+class PreflightModel:
+    """A predictor with the catalogue its items' devices resolve against."""
+
+    def __init__(self, predictor: Predictor, catalogue: Catalogue) -> None:
+        self.predictor, self.catalogue = predictor, catalogue
+
+    def predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+        coverage = float((params or {}).get("coverage", COVERAGE))
+        task = self.predictor.task
+        prediction = predict_items(task, self.predictor, self.catalogue, items(task, model_input), coverage)
+        return table(self.predictor, prediction.estimates)
+
+
+def _load_pyfunc(data_path: str) -> PreflightModel:
+    """MLflow's entry point: the model folder's predictor."""
+    return PreflightModel(artifacts.load(Path(data_path)), Catalogue.load(Settings().devices_file))

@@ -1,0 +1,152 @@
+"""Every registered version is an MLflow ``python_function`` model: ``mlflow.pyfunc.load_model`` and
+``mlflow models serve`` answer as the native predictor does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from preflight.data.catalogue import Catalogue
+from preflight.data.gemm import GemmItem
+from preflight.data.settings import Settings
+from preflight.models import pyfunc, tracking
+from preflight.models.inference import predict_items
+from preflight.models.task import all_tasks, get_task
+
+CHAMPION = "models:/preflight.gemm@champion"
+H100 = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 80GB HBM3"}
+#: a batched GEMM on the sample's CPU with a kernel: ``b`` is given for one row only (a column with a gap)
+ITEMS = [
+    H100,
+    {"m": 512, "n": 256, "k": 1024, "b": 4, "device": "amd-epyc-1-threads", "kernel": {"block_m": 64}},
+]
+TARGETS = ("runtime_ms", "power_w", "energy_j")
+
+
+@pytest.fixture
+def registry(trained_home, monkeypatch) -> Settings:
+    """The trained home as MLflow's tracking and model registry (and the home its devices come from)."""
+    settings = Settings(home=trained_home)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", settings.tracking_uri)
+    monkeypatch.setenv("PREFLIGHT_HOME", str(trained_home))
+    return settings
+
+
+def test_the_champion_loads_as_pyfunc_and_predicts_as_the_native_predictor(registry):
+    model = pyfunc.mlflow_pyfunc().load_model(CHAMPION)
+    answered = model.predict(pd.DataFrame(ITEMS))
+    predictor, _ = tracking.load_champion(registry, "gemm")
+    catalogue = Catalogue.load(registry.devices_file)
+    native = predict_items(get_task("gemm"), predictor, catalogue, [GemmItem(**i) for i in ITEMS]).records()
+    assert list(answered.columns) == [f"{t}{s}" for t in TARGETS for s in ("", "_low", "_high")] + ["ood"]
+    for row, record in zip(answered.to_dict("records"), native, strict=True):
+        for target in TARGETS:
+            bounds = record[target]
+            expected = [
+                bounds[k] if bounds[k] is not None else float("nan") for k in ("value", "low", "high")
+            ]
+            got = [row[target], row[f"{target}_low"], row[f"{target}_high"]]
+            assert got == pytest.approx(expected, nan_ok=True)
+        assert row["ood"] == record["ood"]
+    assert answered["runtime_ms"].gt(0).all()
+
+
+def test_coverage_is_a_parameter(registry):
+    model = pyfunc.mlflow_pyfunc().load_model(CHAMPION)
+    wide, narrow = (model.predict(pd.DataFrame([H100]), params={"coverage": c}) for c in (0.9, 0.5))
+    assert wide["runtime_ms"][0] == narrow["runtime_ms"][0]
+    assert wide["runtime_ms_low"][0] < narrow["runtime_ms_low"][0] < narrow["runtime_ms_high"][0]
+
+
+def test_every_tasks_champion_is_a_pyfunc_model_with_a_signature(registry):
+    """Each answers its input example (from its training rows, where one reads as an item)."""
+    for task in all_tasks():
+        model = pyfunc.mlflow_pyfunc().load_model(f"models:/preflight.{task.name}@champion")
+        signature = model.metadata.signature
+        assert signature.inputs.input_names() == list(task.item.model_fields), task.name
+        example = model.input_example
+        if example is not None:
+            answered = model.predict(example)
+            assert len(answered) == 1 and task.primary_target in answered, task.name
+
+
+def test_rows_read_as_items_with_gaps_and_whole_floats():
+    frame = pd.DataFrame(
+        [{"m": 8, "n": 8, "k": 8, "device": "x", "b": 2}, {"m": 8, "n": 8, "k": 8, "device": "x"}]
+    )
+    assert frame["b"].dtype == float
+    first, second = pyfunc.items(get_task("gemm"), frame)
+    assert first.b == 2 and second.b == 1  # the gap takes the item's default
+
+
+def test_mlflow_models_serve_answers_invocations(registry, tmp_path):
+    port = _free_port()
+    binary = Path(sys.executable).parent
+    env = os.environ | {"PATH": f"{binary}{os.pathsep}{os.environ['PATH']}"}
+    command = [str(binary / "mlflow"), "models", "serve", "-m", CHAMPION, "--env-manager", "local"]
+    command += ["-p", str(port), "--host", "127.0.0.1", "-w", "1"]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            command, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_up(server, port, log)
+        answer = _post(port, "/invocations", {"dataframe_records": [H100]})
+    finally:
+        _stop(server)
+    (prediction,) = answer["predictions"]
+    assert prediction["runtime_ms"] > 0 and prediction["runtime_ms_low"] <= prediction["runtime_ms"]
+    assert prediction["ood"] is True  # fp16 on a device the sample never measured
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_up(server: subprocess.Popen, port: int, log: Path, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"mlflow models serve exited {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"mlflow models serve did not answer /ping in {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def _post(port: int, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.load(answer)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL when it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(server.pid, sig)
+            server.wait(timeout=10)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
