@@ -5,19 +5,22 @@ Every result carries the task's baseline family (``roofline`` for GEMM), evaluat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import DataError, UsageError
 from preflight.features import Features
-from preflight.models import metrics
+from preflight.models import metrics, progress
 from preflight.models.datasets import register_measured_devices
 from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.targets import Target
 from preflight.models.task import Task
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
+#: Nominal coverages at which a cross-validation also takes the model's intervals (a calibration curve).
+CALIBRATION_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 
 @dataclass
@@ -30,6 +33,9 @@ class Outcome:
     groups: pd.Series
     test_index: np.ndarray  # positions of the evaluated rows in the input table
     n_train: int  # training rows per fit (the mean over folds)
+    meta: pd.DataFrame = field(default_factory=pd.DataFrame)  # the evaluated rows' feature meta
+    #: the model's (low, high) at each of ``CALIBRATION_LEVELS`` (cross-validation only)
+    levels: dict[float, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict)
 
 
 def _fit(
@@ -72,6 +78,23 @@ def _splits(groups: pd.Series, seed: int, train_size: int | None):
 
 def cross_validate(
     task: Task,
+    table: pd.DataFrame,
+    catalogue: Catalogue,
+    family: str,
+    group: str,
+    seed: int = 0,
+    train_size: int | None = None,
+    coverage: float = 0.9,
+    params: dict | None = None,
+) -> Outcome:
+    """Out-of-fold estimates where each fold holds out whole groups, on a loaded table."""
+    return cross_validate_rows(
+        task, task.rows(table), catalogue, family, group, seed, train_size, coverage, params
+    )
+
+
+def cross_validate_rows(
+    task: Task,
     rows: pd.DataFrame,
     catalogue: Catalogue,
     family: str,
@@ -81,23 +104,26 @@ def cross_validate(
     coverage: float = 0.9,
     params: dict | None = None,
 ) -> Outcome:
-    """Out-of-fold estimates where each fold holds out whole groups."""
-    rows = task.rows(rows)
+    """:func:`cross_validate` on the task's rows of a table (``Task.rows``, as ``task_data`` gives them)."""
     register_measured_devices(task, rows, catalogue, persist=False)
     features, Y = task.featurize(rows, catalogue), task.target_frame(rows)
     groups = task.group_values(features.meta, group)
     model_parts: list[Estimates] = []
     baseline_parts: list[Estimates] = []
+    level_parts: dict[float, list[Estimates]] = {level: [] for level in CALIBRATION_LEVELS}
     test_parts: list[np.ndarray] = []
     splits = _splits(groups, seed, train_size)
-    for train, test in splits:
-        for name, parts in ((family, model_parts), (task.baseline, baseline_parts)):
-            predictor = _fit(
-                task, name, features.take(train), Y.iloc[train].reset_index(drop=True), group, seed, params
-            )
-            parts.append(predictor.predict(features.take(test), coverage))
+    for train, test in progress.track(splits, f"{task.name} {family} vs {task.baseline}: {group} splits"):
+        train_y = Y.iloc[train].reset_index(drop=True)
+        model = _fit(task, family, features.take(train), train_y, group, seed, params)
+        baseline = _fit(task, task.baseline, features.take(train), train_y, group, seed, params)
+        model_parts.append(model.predict(features.take(test), coverage))
+        baseline_parts.append(baseline.predict(features.take(test), coverage))
+        for level, parts in level_parts.items():
+            parts.append(model.predict(features.take(test), level))
         test_parts.append(test)
     order = np.concatenate(test_parts)
+    levels = {level: (_concat(parts).low, _concat(parts).high) for level, parts in level_parts.items()}
     return Outcome(
         Y.iloc[order].reset_index(drop=True),
         _concat(model_parts),
@@ -105,6 +131,8 @@ def cross_validate(
         groups.iloc[order].reset_index(drop=True),
         order,
         int(np.mean([len(tr) for tr, _ in splits])),
+        features.meta.iloc[order].reset_index(drop=True),
+        levels,
     )
 
 
@@ -132,7 +160,7 @@ def train_test(
     shot_rows = _shot_rows(devices, shots, seed)
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
     estimates: list[Estimates] = []
-    for name in (family, task.baseline):
+    for name in progress.track((family, task.baseline), f"{task.name}: model and baseline"):
         predictor = _fit(task, name, train_f, train_y, group, seed, params)
         if shots:
             predictor = predictor.adapted(

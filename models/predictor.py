@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features, concat
-from preflight.models import envelope, fewshot
+from preflight.models import envelope, fewshot, progress
 from preflight.models.calibration import Calibration, residual_table, strata
 from preflight.models.envelope import Envelope
 from preflight.models.families import Family, make_family
@@ -50,23 +50,29 @@ class Estimates:
     notes: list[list[str]] = field(default_factory=list)
 
     def records(self) -> list[dict]:
-        """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None);
-        the warnings are the reason codes, ``missing:TARGET`` for each target without an estimate,
-        then the notes."""
+        """One dict per row: ``{target: {value, low, high}, ood, warnings}`` (NaN and infinity as None;
+        the warnings as :meth:`warnings` gives them)."""
         targets = list(self.value.columns)
         value, low, high = (_by_target(frame, targets) for frame in (self.value, self.low, self.high))
         per_target = [
             [{"value": v, "low": lo, "high": hi} for v, lo, hi in zip(*bounds)]
             for bounds in zip(_finite(value), _finite(low), _finite(high))
         ]
+        return [
+            dict(zip(targets, estimates)) | {"ood": bool(reasons), "warnings": warnings}
+            for *estimates, reasons, warnings in zip(*per_target, self.reasons, self.warnings(value))
+        ]
+
+    def warnings(self, value: np.ndarray | None = None) -> list[list[str]]:
+        """Each row's warning codes: its reason codes, ``missing:TARGET`` for each target without an
+        estimate, then its notes (``value``: the estimates by target, when already at hand)."""
+        targets = list(self.value.columns)
+        value = _by_target(self.value, targets) if value is None else value
         missing: list[list[str]] = [[] for _ in self.reasons]
         for j, i in zip(*np.nonzero(~np.isfinite(value))):  # target by target: each row's in order
             missing[i].append(f"missing:{targets[j]}")
         notes = self.notes or [[] for _ in self.reasons]
-        return [
-            dict(zip(targets, estimates)) | {"ood": bool(reasons), "warnings": reasons + lacking + noted}
-            for *estimates, reasons, lacking, noted in zip(*per_target, self.reasons, missing, notes)
-        ]
+        return [reasons + lacking + noted for reasons, lacking, noted in zip(self.reasons, missing, notes)]
 
 
 def _by_target(frame: pd.DataFrame, targets: list[str]) -> np.ndarray:
@@ -112,7 +118,9 @@ class Predictor:
         when there are several), then fit the family on every row."""
         task = self.task
         Y = Y[[t for t in Y.columns if t in task.learned_targets]]
-        self.oof_, self.oof_fold_ = self._out_of_fold(features, Y, groups, self.calibration_folds)
+        self.oof_, self.oof_fold_ = self._out_of_fold(
+            features, Y, groups, self.calibration_folds, "calibration folds"
+        )
         row_strata, devices = strata(features.meta, task.stratum_column), self._devices(features.meta)
         self.calibration_ = Calibration(task.targets)
         self.calibration_.add("seen", Y, self.oof_, row_strata)
@@ -124,12 +132,13 @@ class Predictor:
                 if machines.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS
                 else self.calibration_folds
             )
-            unseen, _ = self._out_of_fold(features, Y, machines, n_folds)
+            unseen, _ = self._out_of_fold(features, Y, machines, n_folds, "unseen-device folds")
             self.calibration_.add("unseen", Y, unseen, row_strata)
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
         if task.primary_target not in self.targets:
             raise DataError(f"too few rows with {task.primary_target} to learn it ({len(Y)} rows in all)")
-        self.family_ = self.base_family_ = self.new_family().fit(features, Y)
+        with progress.step(f"{task.name} {self.family}: fit on every row"):
+            self.family_ = self.base_family_ = self.new_family().fit(features, Y)
         self.envelope_ = Envelope(task.envelope_columns).fit(features.X, features.meta)
         self.target_devices_ = {
             t: sorted(set(devices[task.targets[t].present(Y[t])])) for t in Y.columns if task.device_column
@@ -138,12 +147,15 @@ class Predictor:
         return self
 
     def _out_of_fold(
-        self, features: Features, Y: pd.DataFrame, groups: pd.Series, n_folds: int
+        self, features: Features, Y: pd.DataFrame, groups: pd.Series, n_folds: int, label: str
     ) -> tuple[pd.DataFrame, np.ndarray]:
-        """Estimates for every row from a family fitted without its group, and each row's fold."""
+        """Estimates for every row from a family fitted without its group, and each row's fold
+        (``label`` names the folds on the progress bar)."""
         oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
         fold_of = np.zeros(len(Y), dtype=int)
-        for fold, (train, held) in enumerate(folds(groups.reset_index(drop=True), n_folds)):
+        splits = folds(groups.reset_index(drop=True), n_folds)
+        tracked = progress.track(splits, f"{self.task.name} {self.family}: {label}")
+        for fold, (train, held) in enumerate(tracked):
             fold_of[held] = fold
             part = self.new_family().fit(features.take(train), Y.iloc[train].reset_index(drop=True))
             predicted = part.predict(features.take(held))

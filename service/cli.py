@@ -11,18 +11,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from preflight.data.errors import DataError, PreflightError, UsageError
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from preflight.data.catalogue import Catalogue, DeviceSpec
     from preflight.models.task import Task
-    from preflight.models.whatif import Interval, WhatIf
+    from preflight.models.training import TrainResult
+    from preflight.models.whatif import WhatIf
     from preflight.service.schemas import Workload
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
+    from rich.console import Console
+    from rich.table import Table
 
     # TyperGroup.invoke takes the vendored click Context (typer.Context is a subclass of it), which
     # typer does not re-export publicly.
     from typer._click import Context as ClickContext
+    from typer._click import HelpFormatter
 
 #: Exit codes: 0 done, 1 a failure (bad data, an untrained task...), 2 a usage error (as click's own).
 EXIT_FAILURE, EXIT_USAGE = 1, 2
@@ -58,6 +64,35 @@ class _Commands(TyperGroup):
         except PreflightError as error:
             typer.echo(f"{type(error).__name__}: {error}", err=True)
             raise typer.Exit(EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILURE) from error
+
+
+class _TaskCommand(TyperCommand):
+    """A command on a task: its ``--help`` ends with every task, family and split (the task registry,
+    about a second of imports, is read only then)."""
+
+    def format_help(self, ctx: ClickContext, formatter: HelpFormatter) -> None:
+        self.epilog = _tasks_help()
+        super().format_help(ctx, formatter)
+
+
+def _tasks_help() -> str:
+    """Each task with its families and splits, the default first."""
+    from preflight.models.task import all_tasks
+
+    lines = ["Tasks, with their families and splits (the default first):"]
+    for task in sorted(all_tasks(), key=lambda t: t.name):
+        families = _default_first(task.families, task.default_family)
+        splits = _default_first(tuple(task.groups), task.group_key)
+        lines.append(f"{task.name}: families {families}; splits {splits}")
+    return "\n".join(lines)
+
+
+def _default_first(names: tuple[str, ...], default: str) -> str:
+    return ", ".join([default, *(name for name in names if name != default)])
+
+
+TaskName = Annotated[str, typer.Argument(help="the task (listed below)")]
+JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
 
 
 app = typer.Typer(
@@ -101,17 +136,6 @@ def _setup():
     return settings, Catalogue.load(settings.devices_file)
 
 
-def _source_paths(settings, source: str | None, path: Path | None) -> dict[str, Path] | None:
-    from preflight.data import sources
-
-    if source is None:
-        return None
-    found = path or sources.default_path(source, settings.datasets)
-    if found is None:
-        raise UsageError(f"no file for source {source!r}: pass --path or set PREFLIGHT_DATASETS")
-    return {source: Path(found)}
-
-
 @app.command()
 def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=0, max=65535)] = 8000) -> None:
     """Serve the HTTP API; champions that are missing are trained from the data at hand meanwhile
@@ -123,9 +147,9 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=0, max=
     uvicorn.run(create_app(settings, bootstrap=True), host=host, port=port)
 
 
-@app.command()
+@app.command(cls=_TaskCommand)
 def train(
-    task: str,
+    task: TaskName,
     family: str | None = None,
     source: str | None = None,
     path: Annotated[
@@ -133,25 +157,27 @@ def train(
     ] = None,
     promote: bool = False,
     seed: Seed = 0,
+    json_out: JsonOut = False,
 ) -> None:
     """Train on the task's sources (or one), log to MLflow, register, and apply the champion gate."""
-    from preflight.models.task import get_task
-    from preflight.models.training import train as train_task
+    import preflight
+    from preflight.models import progress
 
-    settings, catalogue = _setup()
-    paths = _source_paths(settings, source, path)
-    result = train_task(
-        get_task(task), settings, catalogue, family=family, paths=paths, promote=promote, seed=seed
-    )
-    info = result.promotion.info
+    _setup()
+    with progress.shown(_console(stderr=True)):
+        result = preflight.train(task, family=family, source=source, path=path, promote=promote, seed=seed)
+    if not json_out:
+        _print_training(result)
+        return
+    info, promotion = result.promotion.info, result.promotion
     typer.echo(
         json.dumps(
             {
                 "model": info.name,
                 "version": info.version,
                 "family": info.family,
-                "champion": result.promotion.promoted,
-                "reason": result.promotion.reason,
+                "champion": promotion.promoted,
+                "reason": promotion.reason,
                 "metrics": result.report["metrics"],
             },
             indent=2,
@@ -159,9 +185,22 @@ def train(
     )
 
 
-@app.command()
+def _print_training(result: TrainResult) -> None:
+    """The registered version, the champion gate's verdict, and the cross-validated metrics."""
+    from rich.table import Table
+
+    info, promotion = result.promotion.info, result.promotion
+    summary = Table.grid(padding=(0, 2))
+    summary.add_row("model", f"{info.name} v{info.version} ({info.family})")
+    summary.add_row("champion", f"{'yes' if promotion.promoted else 'no'}: {promotion.reason}")
+    console = _console()
+    console.print(summary)
+    console.print(_metrics_table(_finite(result.report)))
+
+
+@app.command(cls=_TaskCommand)
 def evaluate(
-    task: str,
+    task: TaskName,
     source: Annotated[str, typer.Option(help="the source whose layout the files have")],
     family: str | None = None,
     path: Path | None = None,
@@ -174,10 +213,12 @@ def evaluate(
     ] = 0,
     seed: Seed = 0,
     coverage: Coverage = 0.9,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Grouped cross-validation on a source, or train on one file and test on another."""
+    import preflight
     from preflight.models import evaluate as ev
+    from preflight.models import progress
     from preflight.models.datasets import load_source
     from preflight.models.task import get_task
 
@@ -185,18 +226,70 @@ def evaluate(
     spec = get_task(task)
     family = spec.family(family)
     _check_evaluate_options(train, test, path, train_size, shots)
-    group = split or spec.group_key
-    if train is not None and test is not None:
-        train_rows = load_source(source, train, settings, catalogue, store=False)[0]
-        test_rows = load_source(source, test, settings, catalogue, store=False)[0]
-        outcome = ev.train_test(spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage)
-        result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
+    group = _split(spec, split)
+    with progress.shown(_console(stderr=True)):
+        if train is not None and test is not None:
+            train_rows = load_source(source, train, settings, catalogue, store=False)[0]
+            test_rows = load_source(source, test, settings, catalogue, store=False)[0]
+            outcome = ev.train_test(
+                spec, train_rows, test_rows, catalogue, family, group, seed, shots, coverage
+            )
+            result = ev.report(spec, family, source, "train/test", outcome, by_group=shots > 0)
+        else:
+            evaluation = preflight.evaluate(
+                task, family=family, split=group, source=source, path=path,
+                train_size=train_size, seed=seed, coverage=coverage,
+            )  # fmt: skip
+            result = evaluation.report
+    if json_out:
+        typer.echo(json.dumps(_finite(result), allow_nan=False))
     else:
-        found = (_source_paths(settings, source, path) or {})[source]
-        rows = load_source(source, found, settings, catalogue, store=False)[0]
-        outcome = ev.cross_validate(spec, rows, catalogue, family, group, seed, train_size, coverage)
-        result = ev.report(spec, family, source, group, outcome)
-    typer.echo(json.dumps(_finite(result), indent=None if json_out else 2, allow_nan=False))
+        _console().print(_metrics_table(_finite(result)))
+
+
+def _split(task: Task, split: str | None) -> str:
+    """The named split (or the task's default), refused before any data is read unless the task has it."""
+    if split is not None and split not in task.groups:
+        raise UsageError(f"task {task.name!r} has no split {split!r}; its splits: {', '.join(task.groups)}")
+    return split or task.group_key
+
+
+def _metrics_table(report: dict) -> Table:
+    """A report's metrics: a row per target (per target and device with few shots), each cell the
+    model's value over the baseline's."""
+    from rich import box
+    from rich.table import Table
+
+    baseline = report["baseline"]
+    rows = list(_metric_rows(report["metrics"], baseline["metrics"]))
+    names = list(dict.fromkeys(k for _, model, base in rows for k in [*model, *base] if k != "n"))
+    table = Table(
+        title=f"{report['task']} on {report['source']}: split {report['split']}, "
+        f"{report['n_train']:,} train / {report['n_test']:,} test rows",
+        box=box.SIMPLE_HEAD,
+        show_lines=True,
+    )
+    table.add_column("target", no_wrap=True)
+    table.add_column("n", justify="right")
+    table.add_column("model")
+    for name in names:
+        table.add_column(name, justify="right")
+    models = f"{report['family']}\n{baseline['name']}"
+    for label, model, base in rows:
+        cells = (f"{_number(model.get(k))}\n{_number(base.get(k))}" for k in names)
+        table.add_row(label, _number(model.get("n")), models, *cells)
+    return table
+
+
+def _metric_rows(model: dict, baseline: dict) -> Iterator[tuple[str, dict, dict]]:
+    """``(label, model's metrics, baseline's)`` per target, or per target and group where a report
+    holds metrics by group (few shots: by device, with their ``mean``)."""
+    for target, metrics in model.items():
+        if all(isinstance(value, dict) for value in metrics.values()):
+            for group, by_group in metrics.items():
+                yield f"{target} {group}", by_group, baseline.get(target, {}).get(group, {})
+        else:
+            yield target, metrics, baseline.get(target, {})
 
 
 def _check_evaluate_options(train, test, path, train_size, shots) -> None:
@@ -217,23 +310,71 @@ def _finite(value):
     return value
 
 
-@app.command()
+@app.command(cls=_TaskCommand)
 def predict(
-    task: str,
+    task: TaskName,
     input: Annotated[Path, typer.Option("--input", help="JSON list of items, as in the HTTP API")],
     coverage: Coverage = 0.9,
+    json_out: JsonOut = False,
 ) -> None:
     """Estimates from the champion for items in a JSON file (same items as the HTTP API)."""
-    from preflight.models import tracking
-    from preflight.models.inference import predict_items
+    import preflight
     from preflight.models.task import get_task
 
-    settings, catalogue = _setup()
+    _setup()
     spec = get_task(task)
     items = _read_items(spec, input)
-    predictor, info = tracking.load_champion(settings, task)
-    prediction = predict_items(spec, predictor, catalogue, items, coverage)
-    typer.echo(json.dumps({"task": task, "model": vars(info), "predictions": prediction.records()}, indent=2))
+    model = preflight.load(task)
+    records, info = model.records(items, coverage), model.info
+    if json_out:
+        typer.echo(json.dumps({"task": task, "model": vars(info), "predictions": records}, indent=2))
+        return
+    title = (
+        f"{task}: {info.name} v{info.version} ({info.family}); each estimate: value [{coverage:.0%} interval]"
+    )
+    _console().print(_predictions_table(spec, items, records, title))
+
+
+def _predictions_table(task: Task, items: list[BaseModel], records: list[dict], title: str) -> Table:
+    """A row per item: the first inputs it was given, each target's value and interval, OOD and warnings."""
+    from rich import box
+    from rich.table import Table
+
+    inputs = [item.model_dump(mode="json", include=item.model_fields_set) for item in items]
+    shown = _input_columns(task, inputs)
+    targets = [t for t in task.targets if any(t in record for record in records)]
+    table = Table("#", *shown, box=box.SIMPLE_HEAD, title=title)
+    for target in targets:
+        table.add_column(target, justify="right")
+    table.add_column("OOD")
+    table.add_column("warnings", min_width=24, overflow="fold")
+    for i, (given, record) in enumerate(zip(inputs, records)):
+        values = (_cut(str(given.get(name, ""))) for name in shown)
+        estimates = (_estimate(record[t]) for t in targets)
+        flag = "yes" if record["ood"] else ""
+        table.add_row(str(i), *values, *estimates, flag, ", ".join(record["warnings"]))
+    return table
+
+
+def _input_columns(task: Task, inputs: list[dict], most: int = 5) -> list[str]:
+    """The first ``most`` fields of the task's items that some item gives a scalar (a number, a name),
+    the device first."""
+    from preflight.models.whatif import DEVICE_FIELD
+
+    scalar = (str, int, float)
+    given = [name for name in task.item.model_fields if any(isinstance(i.get(name), scalar) for i in inputs)]
+    return sorted(given, key=lambda name: name != DEVICE_FIELD)[:most]
+
+
+def _estimate(estimate: dict) -> str:
+    """``value [low–high]``; a target without an estimate as ``-``."""
+    if estimate["value"] is None:
+        return "-"
+    return f"{_number(estimate['value'])} [{_bounds(estimate['low'], estimate['high'])}]"
+
+
+def _cut(text: str, most: int = 24) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _read_items(task: Task, path: Path) -> list:
@@ -266,6 +407,30 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
 
 
+@app.command(cls=_TaskCommand)
+def report(
+    task: TaskName,
+    version: Annotated[
+        str | None, typer.Option(help="the version to report on (default: the champion)")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="folder for index.html and its PNGs (default: HOME/reports/TASK-vN)")
+    ] = None,
+    rows: Annotated[int, typer.Option(min=10, help="rows per source in the re-run evaluation")] = 1000,
+    seed: Seed = 0,
+) -> None:
+    """Where a model version errs, beside the champion (or a challenger): its grouped evaluation re-run
+    and drawn as one self-contained HTML page with the PNGs beside it, also logged as artifacts
+    (report/) of the version's run. Prints the page's path."""
+    import preflight
+    from preflight.models import progress
+
+    _setup()
+    with progress.shown(_console(stderr=True)):
+        page = preflight.report(task, version, out, max_rows=rows, seed=seed)
+    typer.echo(str(page))
+
+
 @app.command()
 def whatif(
     workload: Annotated[
@@ -282,7 +447,7 @@ def whatif(
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")] = False,
 ) -> None:
     """Rank devices for one workload by time per run, with energy and cost, each with its interval."""
-    from preflight.models import tracking
+    import preflight
     from preflight.models import whatif as what_if
     from preflight.models.task import get_task
     from preflight.service.schemas import WhatIfResponse
@@ -291,7 +456,8 @@ def whatif(
     work = _read_workload(workload)
     task = get_task(work.task)
     candidates, prices = _whatif_devices(task, catalogue, devices, price or [])
-    predictor, info = tracking.load_champion(settings, task.name)
+    model = preflight.load(task.name)
+    predictor, info = model.predictor, model.info
     result = what_if.compare(task, predictor, catalogue, work.items, candidates, prices, coverage)
     if chart is not None:
         _write_chart(result, chart)
@@ -356,7 +522,6 @@ def _write_chart(result: WhatIf, path: Path) -> None:
 def _print_ranking(result: WhatIf) -> None:
     """The ranking as a table on stdout (intervals of energy and the warnings are in ``--json``)."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{result.task}: {result.items} items per run, ranked by time", box=box.SIMPLE_HEAD)
@@ -367,18 +532,19 @@ def _print_ranking(result: WhatIf) -> None:
     for d in result.devices:
         energy, cost = (e.value if e else None for e in (d.energy_j, d.cost_per_million_runs_usd))
         table.add_row(
-            str(d.rank.time), d.name, _number(d.time_ms.value), _bounds(d.time_ms), _number(d.runs_per_s),
+            str(d.rank.time), d.name, _number(d.time_ms.value), _bounds(d.time_ms.low, d.time_ms.high),
+            _number(d.runs_per_s),
             _number(energy), _number(cost), "yes" if d.ood else "",
         )  # fmt: skip
-    console = Console()
+    console = _console()
     console.print(table)
     for skipped in result.skipped:
         console.print(f"skipped {skipped.device}: {skipped.reason}", highlight=False)
 
 
-def _bounds(estimate: Interval) -> str:
+def _bounds(low: float | None, high: float | None) -> str:
     """``low–high``; an unbounded side as infinity."""
-    return f"{_number(estimate.low, '-∞')}–{_number(estimate.high, '∞')}"
+    return f"{_number(low, '-∞')}–{_number(high, '∞')}"
 
 
 def _number(value: float | None, missing: str = "-") -> str:
@@ -386,6 +552,15 @@ def _number(value: float | None, missing: str = "-") -> str:
     if value is None:
         return missing
     return f"{value:,.0f}" if abs(value) >= 1e3 else f"{value:.3g}"
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console for tables (stdout) or progress (stderr); a pipe gets whole rows, and text from users
+    (device names, warnings) is never read as markup."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160, markup=False)
 
 
 @collect_app.command("gemm")
@@ -456,8 +631,10 @@ def devices(
 ) -> None:
     """The device catalogue (shipped spec sheets and the devices registered here) as a table; with
     QUERY, the one device it resolves to (an unknown name lists close matches)."""
-    _, catalogue = _setup()
-    found = [catalogue.resolve(query)] if query is not None else list(catalogue)
+    import preflight
+
+    _setup()
+    found = preflight.devices(query)
     if as_json:
         typer.echo(json.dumps([spec.model_dump(mode="json", exclude_none=True) for spec in found], indent=1))
         return
@@ -465,7 +642,6 @@ def devices(
 
 
 def _print_devices(found: list[DeviceSpec]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("id", "name", "kind", "fp32 TFLOP/s", "fp16 TFLOP/s", "memory GB/s", "TDP W")
@@ -481,7 +657,7 @@ def _print_devices(found: list[DeviceSpec]) -> None:
             _number(spec.memory_bandwidth_gbs),
             _number(spec.tdp_w),
         )
-    Console(width=None if sys.stdout.isatty() else 160).print(table)  # a pipe gets whole rows
+    _console().print(table)
 
 
 @data_app.command("list")
@@ -511,7 +687,6 @@ def data_list(
 
 
 def _print_sources(rows: list[dict]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("source", "file found", "rows stored", "rejected")
@@ -520,7 +695,7 @@ def _print_sources(rows: list[dict]) -> None:
         stored = "-" if row["stored_rows"] is None else f"{row['stored_rows']:,}"
         rejected = "-" if row["rejected"] is None else f"{row['rejected']:,}"
         table.add_row(row["source"], row["path"] or "not found", stored, rejected)
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    _console().print(table)
 
 
 @data_app.command("load")

@@ -15,7 +15,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 
@@ -81,15 +81,29 @@ class ServiceState:
     def start(self, bootstrap: bool) -> None:
         """Load every task's model; with ``bootstrap``, train those with no version and data at hand
         (never over an existing registry: a task whose versions all fail stays failed)."""
-        for task in all_tasks():
-            try:
-                self.load(task)
-                if bootstrap and self.tasks[task.name].state == "untrained" and self._has_data(task):
-                    self._train(task)
-            except Exception as exc:  # a task must never take the others down
-                log.exception("task %s failed to start", task.name)
-                self.tasks[task.name] = TaskStatus("failed", f"start-up failed ({type(exc).__name__})")
+        tasks = all_tasks()
+        for task in tasks:
+            self._starting(task, self.load)
+        if bootstrap:
+            untrained = [t for t in tasks if self.tasks[t.name].state == "untrained" and self._has_data(t)]
+            for i, task in enumerate(untrained, 1):
+                which = f"{task.name} ({i} of {len(untrained)})"
+                log.info("training %s", which)
+                began = time.monotonic()
+                if self._starting(task, self._train):
+                    log.info("trained %s in %.0f s", which, time.monotonic() - began)
         self.started = True
+
+    def _starting(self, task: Task, step: Callable[[Task], object]) -> bool:
+        """Run one start-up step of a task; whether it went through. A task must never take the others
+        down: a failure marks it failed."""
+        try:
+            step(task)
+        except Exception as exc:
+            log.exception("task %s failed to start", task.name)
+            self.tasks[task.name] = TaskStatus("failed", f"start-up failed ({type(exc).__name__})")
+            return False
+        return True
 
     def load(self, task: Task) -> bool:
         """(Re)load a task's model from the registry; whether the served version changed. The alias

@@ -88,7 +88,7 @@ class DeviceSpec(BaseModel):
     boost_clock_mhz: float | None = Field(None, ge=1, le=1e5)
     memory_gb: float | None = Field(None, ge=1e-6, le=1e5, description="GB, in [1e-6 (1 kB), 1e5]")
     memory_bandwidth_gbs: float | None = Field(None, ge=0.01, le=1e6)
-    llc_mb: float | None = Field(None, ge=0, le=1e5)
+    llc_mb: float | None = Field(None, ge=1e-3, le=1e5, description="MB, in [1e-3 (1 kB), 1e5]")
     tdp_w: float | None = Field(None, ge=0.01, le=1e5)
     launch_price_usd: float | None = Field(None, ge=0.01, le=1e8)
     peak_tflops: dict[Dtype, Tflops] = Field(
@@ -169,7 +169,8 @@ def _key(name: str, relaxed: bool = False) -> str:
 
 
 class Catalogue:
-    """The shipped spec sheets plus devices users registered under ``PREFLIGHT_HOME``.
+    """The shipped spec sheets and this host's CPU (``host.py``), plus devices users registered under
+    ``PREFLIGHT_HOME``.
 
     Readers take one immutable snapshot (devices and name indexes together); ``register`` and
     ``unregister`` build a new snapshot and swap it in, so concurrent requests never see half an update.
@@ -182,10 +183,11 @@ class Catalogue:
 
     @classmethod
     def load(cls, user_file: Path | None = None) -> Catalogue:
-        """The shipped spec sheets plus the devices registered in ``user_file``. A damaged file (not JSON,
-        not a list of valid spec sheets, or one claiming a catalogue name) is set aside with a warning."""
+        """The shipped spec sheets and this host's CPU, plus the devices registered in ``user_file``. A
+        damaged file (not JSON, not a list of valid spec sheets, or one claiming a shipped name) is set
+        aside with a warning."""
         users = _user_devices(user_file) if user_file is not None else []
-        return cls([*_shipped(), *users], user_file)
+        return cls([*_builtin(), *users], user_file)
 
     def __iter__(self):
         return iter(self._snapshot.devices.values())
@@ -223,8 +225,9 @@ class Catalogue:
 
     @staticmethod
     def shipped() -> tuple[DeviceSpec, ...]:
-        """The spec sheets that ship with preflight."""
-        return _shipped()
+        """The spec sheets that ship with preflight, with this host's CPU among them: what no user
+        registered."""
+        return _builtin()
 
     def register(self, spec: DeviceSpec, persist: bool = True) -> DeviceSpec:
         """Add (or update) a user's device and persist it (unless told not to: a device an evaluation
@@ -241,7 +244,7 @@ class Catalogue:
     def unregister(self, device_id: str) -> DeviceSpec:
         """Remove a user's device (by id) and persist; a catalogue entry cannot be deleted."""
         with self._lock:
-            if device_id in _catalogue_index().devices:
+            if device_id in _builtin_ids():
                 raise DeviceConflict(f"device {device_id!r}: a catalogue entry cannot be deleted")
             devices = dict(self._snapshot.devices)
             if device_id not in devices:
@@ -254,8 +257,8 @@ class Catalogue:
         """Swap in a snapshot of ``devices`` and (if asked) write the user's devices to its file."""
         self._snapshot = _Snapshot.of(devices)
         if persist and self.user_file is not None:
-            shipped = _catalogue_index().devices
-            users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in shipped]
+            builtin = _builtin_ids()
+            users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in builtin]
             atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
 
 
@@ -283,6 +286,18 @@ class _Snapshot:
 def _shipped() -> tuple[DeviceSpec, ...]:
     raw = tomllib.loads(CATALOGUE_FILE.read_text())
     return tuple(DeviceSpec.model_validate(entry) for entry in raw["device"])
+
+
+@cache
+def _builtin() -> tuple[DeviceSpec, ...]:
+    """The shipped spec sheets with this host's CPU among them."""
+    from preflight.data.catalogue.host import with_host
+
+    return with_host(_shipped())
+
+
+def _builtin_ids() -> set[str]:
+    return {spec.id for spec in _builtin()}
 
 
 @cache

@@ -1,6 +1,8 @@
 """What machine this is: the CPU and memory as /proc and /sys describe them, the GPUs torch sees, and the
 spec sheet (``DeviceSpec``) of the device a profiler measures: the catalogue's for a GPU, one derived from
 the CPU's facts and a measured copy for the slice of CPU threads torch uses.
+
+torch is imported where it is used: the catalogue reads the host's facts without it.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.collect.timing import once_s
 from preflight.data.errors import PreflightError, UnknownDevice, UsageError
 from preflight.data.settings import Settings
+
+if TYPE_CHECKING:
+    import torch
 
 CPUINFO = Path("/proc/cpuinfo")
 MEMINFO = Path("/proc/meminfo")
@@ -78,6 +82,8 @@ def parse_meminfo_gb(text: str) -> float | None:
 
 def parse_device(name: str) -> torch.device:
     """The torch device for "cpu", "cuda" or "cuda:N", index resolved; refuses CUDA where torch sees none."""
+    import torch
+
     try:
         target = torch.device(name)
     except RuntimeError as exc:
@@ -103,6 +109,8 @@ def device_spec(target: torch.device) -> DeviceSpec:
 
 def gpu_spec(target: torch.device) -> DeviceSpec:
     """The catalogue's spec sheet for this GPU; without one its peaks are unknown, so refuse."""
+    import torch
+
     name = torch.cuda.get_device_name(target)
     try:
         return Catalogue.load(Settings().devices_file).resolve(name)
@@ -117,11 +125,15 @@ def gpu_spec(target: torch.device) -> DeviceSpec:
 
 def cpu_slice_name(facts: HostFacts) -> str:
     """The CPU's model name plus the threads torch uses: the slice that is measured."""
+    import torch
+
     return f"{facts.cpu_name} ({torch.get_num_threads()} threads)"
 
 
 def cpu_spec() -> DeviceSpec:
     """A spec sheet for the threads torch uses on this CPU, from the host's facts and a measured copy."""
+    import torch
+
     facts, threads = host_facts(), torch.get_num_threads()
     if facts.clock_mhz is None:
         raise PreflightError("cannot read this CPU's clock (no cpufreq, no 'cpu MHz' in /proc/cpuinfo)")
@@ -136,12 +148,15 @@ def cpu_spec() -> DeviceSpec:
         boost_clock_mhz=facts.clock_mhz,
         llc_mb=facts.llc_mb,
         memory_bandwidth_gbs=round(copy_bandwidth_gbs(torch.device("cpu")), 1),
-        peak_tflops=_peak_tflops(facts.flags, facts.clock_mhz * 1e6 * threads),
+        peak_tflops=peak_tflops(facts.flags, facts.clock_mhz * 1e6 * threads),
     )
 
 
 def copy_bandwidth_gbs(target: torch.device, tries: int = 5) -> float:
     """Best of a few copies of COPY_BYTES on ``target``: bytes read plus written per second, in GB/s."""
+    import torch
+    from preflight.data.collect.timing import once_s
+
     source = torch.ones(COPY_BYTES // 4, dtype=torch.float32, device=target)
     dest = torch.empty_like(source)
     best_s = min(once_s(lambda: dest.copy_(source), target) for _ in range(tries))
@@ -153,7 +168,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.")
 
 
-def _peak_tflops(flags: frozenset[str], core_cycles_per_s: float) -> dict[str, float]:
+def peak_tflops(flags: frozenset[str], core_cycles_per_s: float) -> dict[str, float]:
     """Dense peaks per dtype.
 
     An ESTIMATE from ISA flags, not a vendor figure: two FMA pipes of the widest vector unit give

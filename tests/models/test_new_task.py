@@ -99,7 +99,7 @@ def test_a_task_in_one_module_trains_evaluates_registers_and_serves(toy_task, tm
     assert "toy" in [t.name for t in registry.all_tasks()]
     runner = CliRunner()
 
-    trained = runner.invoke(app, ["train", "toy"])
+    trained = runner.invoke(app, ["train", "toy", "--json"])
     assert trained.exit_code == 0, trained.output
     assert json.loads(trained.stdout)["champion"] is True
     settings = Settings()

@@ -69,7 +69,7 @@ def test_predict_command_uses_the_champion(trained_home, tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_HOME", str(trained_home))
     items = tmp_path / "items.json"
     items.write_text(json.dumps({"items": [{"m": 64, "n": 64, "k": 64, "device": "Tesla V100-SXM2-16GB"}]}))
-    result = runner.invoke(app, ["predict", "gemm", "--input", str(items)])
+    result = runner.invoke(app, ["predict", "gemm", "--input", str(items), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["predictions"][0]["runtime_ms"]["value"] > 0
 

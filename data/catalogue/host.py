@@ -1,0 +1,114 @@
+"""This machine's CPU in the catalogue, also named ``cpu``, ``host`` and by the model name lscpu prints.
+
+Where the catalogue ships the CPU's model, that spec sheet takes the two names. Otherwise a sheet is
+derived from what the host reports (``collect/host.py``): its id starts ``host-`` and its name ends
+``(this host)``. Cores, clock, last-level cache and memory are as read; the fp32/fp64/bf16 peaks are an
+estimate from the ISA flags at the highest clock; the memory bandwidth is measured once per machine (a
+numpy copy on one thread, as a one-thread GEMM sees it; about 0.1 s) and kept in the user's cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from preflight.data.catalogue import MAX_ENTRIES, Catalogue, DeviceSpec
+from preflight.data.collect.host import HostFacts, host_facts, peak_tflops, slug
+from preflight.data.errors import UnknownDevice
+
+log = logging.getLogger("preflight.catalogue")
+
+HOST_NAMES = ("cpu", "host")
+#: Kinds of catalogue entry that a CPU's model name may resolve to.
+_CPU_KINDS = ("cpu", "soc")
+
+
+def with_host(shipped: tuple[DeviceSpec, ...]) -> tuple[DeviceSpec, ...]:
+    """The shipped sheets with this host's CPU among them; unchanged where the host's facts cannot make
+    a valid sheet (logged)."""
+    facts = host_facts()
+    own = _shipped_model(shipped, facts.cpu_name)
+    if own is not None:
+        named = own.model_copy(update={"aliases": _names(own.aliases)})
+        return tuple(named if spec.id == own.id else spec for spec in shipped)
+    try:
+        return (*shipped, _derived_spec(facts))
+    except ValueError as exc:  # facts out of a spec sheet's bounds (pydantic's ValidationError)
+        log.warning("this host's CPU (%s) is left out of the catalogue: %s", facts.cpu_name, exc)
+        return shipped
+
+
+def _derived_spec(facts: HostFacts) -> DeviceSpec:
+    """A spec sheet from the host's facts alone."""
+    cores = facts.physical_cores or facts.logical_cores
+    peaks = peak_tflops(facts.flags, facts.clock_mhz * 1e6 * cores) if facts.clock_mhz else {}
+    return DeviceSpec(
+        id=f"host-{slug(facts.cpu_name)}"[:64].rstrip("-."),
+        name=f"{facts.cpu_name[:100]} (this host)",
+        vendor=facts.vendor[:64] or "unknown",
+        kind="cpu",
+        aliases=_names([facts.cpu_name[:128]]),
+        compute_units=cores,
+        boost_clock_mhz=facts.clock_mhz,
+        memory_gb=facts.memory_gb,
+        llc_mb=facts.llc_mb,
+        memory_bandwidth_gbs=memory_bandwidth_gbs(facts.cpu_name),
+        peak_tflops=peaks,
+    )
+
+
+#: Bytes each copy of the bandwidth measurement moves each way (well past any last-level cache).
+COPY_BYTES = 64 << 20
+
+
+def memory_bandwidth_gbs(cpu_name: str) -> float:
+    """This host's copy bandwidth (bytes read plus written per second, GB/s), measured on first use and
+    cached by CPU name under ``$XDG_CACHE_HOME/preflight`` (``~/.cache``)."""
+    cache = (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight" / "host-bandwidth.json"
+    )
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(cpu_name), float):
+        return known[cpu_name]
+    known = (known if isinstance(known, dict) else {}) | {cpu_name: round(_copy_bandwidth_gbs(), 1)}
+    try:  # atomically: another process may read it meanwhile
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(known))
+        partial.replace(cache)
+    except OSError as exc:
+        log.warning("the host's memory bandwidth could not be cached: %s", exc)
+    return known[cpu_name]
+
+
+def _copy_bandwidth_gbs(tries: int = 5) -> float:
+    """Best of a few copies of ``COPY_BYTES`` with numpy."""
+    source = np.ones(COPY_BYTES // 8)
+    target = np.empty_like(source)
+    best_s = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best_s = min(best_s, time.perf_counter() - start)
+    return 2 * COPY_BYTES / best_s / 1e9
+
+
+def _shipped_model(shipped: tuple[DeviceSpec, ...], cpu_name: str) -> DeviceSpec | None:
+    """The shipped sheet of the CPU model named, if one resolves (a CPU or SoC)."""
+    try:
+        spec = Catalogue(list(shipped)).resolve(cpu_name)
+    except UnknownDevice:
+        return None
+    return spec if spec.kind in _CPU_KINDS else None
+
+
+def _names(aliases: list[str]) -> list[str]:
+    """``cpu`` and ``host`` before a sheet's aliases, as many as a sheet holds."""
+    return list(dict.fromkeys([*HOST_NAMES, *aliases]))[:MAX_ENTRIES]
