@@ -27,6 +27,7 @@ test: $(STAMP)
 	$(BIN)/ruff check data features models service bench tests
 	@# mypy checks the installed layout (preflight.data, ...): a folder of links lets it follow imports across packages
 	mkdir -p .typecheck/preflight && for d in data features models service; do ln -sfn ../../$$d .typecheck/preflight/$$d; done
+	ln -sfn ../../service/library/__init__.py .typecheck/preflight/__init__.py
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p preflight
 	$(BIN)/python -m pytest -q
 

@@ -41,6 +41,14 @@ class UnknownTask(UsageError):
         super().__init__(f"unknown task {name!r}; known tasks: {', '.join(known)}")
 
 
+class UnknownVersion(UsageError):
+    """A model version number that a task's registered model does not hold."""
+
+    def __init__(self, task: str, version: str, known: list[str]) -> None:
+        self.task, self.version, self.known = task, version, known
+        super().__init__(f"task {task!r} has no version {version!r}; its versions: {', '.join(known)}")
+
+
 class UnknownDevice(PreflightError):
     """A device name that the catalogue cannot resolve."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.errors import DataError, UnknownDevice
+from preflight.data.errors import DataError, UnknownDevice, UsageError
 from preflight.data.settings import Settings
 from preflight.data.store import TableStore
 from preflight.models.task import Task
@@ -48,6 +48,14 @@ def _fill_gap(catalogue: Catalogue, sheet: DeviceSpec) -> None:
     catalogue.register(sheet)
 
 
+def source_file(source: str, path: Path | None, settings: Settings) -> Path:
+    """A source's file: ``path``, else the source's own under PREFLIGHT_DATASETS (or shipped)."""
+    found = path or sources.default_path(source, settings.datasets)
+    if found is None:
+        raise UsageError(f"no file for source {source!r}: pass --path or set PREFLIGHT_DATASETS")
+    return Path(found)
+
+
 def available_sources(task: Task, settings: Settings) -> dict[str, Path]:
     """The task's sources whose files are at hand (shipped, or under PREFLIGHT_DATASETS)."""
     found = {s: sources.default_path(s, settings.datasets) for s in task.sources}
@@ -61,15 +69,17 @@ def task_data(
     paths: dict[str, Path],
     max_rows_per_source: int | None = None,
     seed: int = 0,
+    store: bool = True,
 ) -> TaskData:
-    """Rows of the given sources, each optionally sampled down (seeded) to keep training quick."""
+    """Rows of the given sources, each optionally sampled down (seeded) to keep training quick; with
+    ``store`` off (an evaluation), nothing is written to the table store or the user's catalogue."""
     if not paths:
         raise DataError(f"no data for task {task.name!r}: set PREFLIGHT_DATASETS or pass --source/--path")
     frames, checksums = [], {}
     for source, path in paths.items():
-        rows, checksums[source] = load_source(source, path, settings, catalogue)
+        rows, checksums[source] = load_source(source, path, settings, catalogue, store)
         rows = task.rows(rows)
-        register_measured_devices(task, rows, catalogue, persist=True)
+        register_measured_devices(task, rows, catalogue, persist=store)
         if max_rows_per_source is not None and len(rows) > max_rows_per_source:
             rows = rows.sample(max_rows_per_source, random_state=seed)
         frames.append(rows)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 
 def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target) -> Figure:
+    """Estimates against measurements (log axes for a positive quantity), with the line of equality."""
     if spec.binary:
         return reliability(y, pred, target)
     fig = Figure(figsize=(5, 5), layout="constrained")
@@ -26,10 +27,16 @@ def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target
     ok = y.notna() & pred.notna() if absolute else (y > 0) & (pred > 0)
     (ax.plot if absolute else ax.loglog)(y[ok], pred[ok], ".", alpha=0.3, markersize=3)
     lo, hi = float(min(y[ok].min(), pred[ok].min())), float(max(y[ok].max(), pred[ok].max()))
-    ax.plot([lo, hi], [lo, hi], "k--", linewidth=1)
+    ax.plot([lo, hi], [lo, hi], "k--", linewidth=1, label="predicted = measured")
+    unit = f" ({spec.unit})" if spec.unit else ""
+    scale = ", log scale" if not absolute else ""
     ax.set(
-        xlabel=f"measured {target}", ylabel=f"predicted {target}", title=f"{target}: predicted vs measured"
+        xlabel=f"measured {target}{unit}{scale}",
+        ylabel=f"predicted {target}{unit}{scale}",
+        title=f"{target}: predicted vs measured ({int(ok.sum()):,} rows)",
     )
+    ax.legend(loc="upper left")
+    ax.grid(which="major", alpha=0.3)
     return fig
 
 
@@ -48,6 +55,36 @@ def reliability(y: pd.Series, probability: pd.Series, target: str, bins: int = 1
 
 #: Group labels longer than this (an architecture's notation) are cut, so that the bars keep their room.
 LABEL_CHARS = 40
+#: Bar charts show at most this many groups (the worst ones).
+TOP_GROUPS = 30
+
+
+def readable_labels(labels: pd.Series) -> pd.Series:
+    """Group labels of several columns (``4096|4096|fp16``, empty parts included) joined by `` · ``,
+    with the empty parts left out."""
+    parts = labels.astype(str).str.split("|")
+    return parts.map(lambda p: " · ".join(part for part in p if part and part != "nan") or "(none)")
+
+
+def _cut(label: str) -> str:
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+
+
+def group_bars(values: pd.Series, xlabel: str, title: str, reference: float | None = None) -> Figure:
+    """One horizontal bar per group (index: labels), in the given order, the first ``TOP_GROUPS``;
+    ``reference`` draws a vertical line (a nominal coverage)."""
+    shown = values.head(TOP_GROUPS)
+    fig = Figure(figsize=(7, 1.2 + 0.26 * len(shown)), layout="constrained")
+    ax = fig.subplots()
+    ax.barh([_cut(str(label)) for label in shown.index], shown.to_numpy(), color="tab:blue", alpha=0.8)
+    ax.invert_yaxis()
+    if reference is not None:
+        ax.axvline(reference, color="black", linestyle="--", linewidth=1, label=f"nominal {reference:.0%}")
+        ax.legend(loc="lower right")
+    more = f" (worst {len(shown)} of {len(values)})" if len(values) > len(shown) else ""
+    ax.set(xlabel=xlabel, title=title + more)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
 
 
 def error_by_group(
@@ -57,23 +94,67 @@ def error_by_group(
     target: str,
     spec: Target,
     by: str = "group",
-    top: int = 30,
 ) -> Figure:
+    """Median error per group, worst first: APE for a positive quantity, absolute error otherwise."""
     absolute = not spec.relative
     error = (pred - y).abs() if absolute else (pred - y).abs() / y * 100
-    per_group = error.groupby(groups.to_numpy()).median().sort_values(ascending=False).head(top)
-    fig = Figure(figsize=(7, max(3, 0.25 * len(per_group))), layout="constrained")
+    labels = readable_labels(pd.Series(groups.to_numpy(), index=error.index))
+    per_group = error.groupby(labels).median().sort_values(ascending=False)
+    unit = f" ({spec.unit})" if spec.unit else ""
+    xlabel = f"median absolute error{unit}" if absolute else "median APE (%)"
+    return group_bars(per_group, xlabel, f"{target}: error by {by}")
+
+
+def coverage_by_group(coverage: pd.Series, nominal: float, by: str) -> Figure:
+    """The share of each group's measurements inside their interval, lowest first."""
+    ordered = coverage.sort_values()
+    fig = group_bars(ordered * 100, "measurements inside the interval (%)", f"interval coverage by {by}",
+                     reference=nominal * 100)  # fmt: skip
+    fig.axes[0].set_xlim(0, 100)
+    fig.axes[0].legend(loc="upper right")  # the lowest coverages are on top: short bars
+    return fig
+
+
+def ood_by_group(share: pd.Series, overall: float, by: str) -> Figure:
+    """The share of each group's rows flagged out of distribution, highest first."""
+    fig = group_bars(share.sort_values(ascending=False) * 100, "rows flagged out of distribution (%)",
+                     f"out of distribution by {by}: {overall:.0%} of all rows")  # fmt: skip
+    fig.axes[0].set_xlim(0, 100)
+    return fig
+
+
+def calibration_curve(levels: pd.DataFrame, target: str) -> Figure:
+    """Observed against nominal interval coverage; on the diagonal, the intervals mean what they say."""
+    fig = Figure(figsize=(5, 5), layout="constrained")
     ax = fig.subplots()
-    labels = [
-        label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
-        for label in per_group.index.astype(str)
-    ]
-    ax.barh(labels, per_group.to_numpy())
-    ax.invert_yaxis()
+    ax.plot(levels["nominal"] * 100, levels["observed"] * 100, "o-", label="observed")
+    ax.plot([0, 100], [0, 100], "k--", linewidth=1, label="perfect calibration")
     ax.set(
-        xlabel=f"median absolute error ({target})" if absolute else "median APE (%)",
-        title=f"{target}: error by {by} (worst {len(per_group)})",
+        xlim=(0, 100),
+        ylim=(0, 100),
+        xlabel="nominal coverage of the interval (%)",
+        ylabel="measurements inside the interval (%)",
+        title=f"{target}: interval calibration",
     )
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def side_by_side(errors: pd.DataFrame, xlabel: str, title: str) -> Figure:
+    """Two or more models' values per group (columns: models; index: groups), as paired bars."""
+    shown = errors.head(TOP_GROUPS)
+    fig = Figure(figsize=(7, 1.5 + 0.4 * len(shown)), layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(len(shown))
+    height = 0.8 / len(shown.columns)
+    for i, column in enumerate(shown.columns):
+        ax.barh(y + i * height, shown[column].to_numpy(), height=height, label=str(column))
+    ax.set_yticks(y + height * (len(shown.columns) - 1) / 2, [_cut(str(label)) for label in shown.index])
+    ax.invert_yaxis()
+    ax.set(xlabel=xlabel, title=title)
+    ax.legend(loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
     return fig
 
 

@@ -1,0 +1,286 @@
+"""preflight's Python API: what a notebook, the CLI and the service call.
+
+    import preflight
+
+    preflight.tasks()                         # what can be predicted, with families and splits
+    preflight.devices("h100")                 # the catalogue, or the device a name means
+    model = preflight.load("gemm")            # the champion (version="3" for another)
+    model.predict([{"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "h100"}])
+    result = preflight.evaluate("gemm", split="device")   # grouped cross-validation beside the baseline
+    result.by_group("runtime_ms"), result.worst("runtime_ms")
+
+``home`` (every function takes it) is a ``PREFLIGHT_HOME``; by default the environment's. Nothing heavy
+is imported until a function is called, so importing any ``preflight.*`` module stays instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import version as _version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from preflight.data.catalogue import Catalogue, DeviceSpec
+    from preflight.data.settings import Settings
+    from preflight.models.analysis import Evaluation
+    from preflight.models.inference import Prediction
+    from preflight.models.predictor import Predictor
+    from preflight.models.task import Task
+    from preflight.models.tracking import ModelInfo
+    from preflight.models.training import TrainResult
+
+__all__ = [
+    "Model",
+    "TaskInfo",
+    "devices",
+    "evaluate",
+    "load",
+    "report",
+    "tasks",
+    "train",
+    "versions",
+    "__version__",
+]
+__version__ = _version("preflight")
+#: Rows a source is sampled down to for a report: a grouped cross-validation refits the family per fold.
+REPORT_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A task as a user chooses it: its targets (with units), families and splits."""
+
+    name: str
+    targets: dict[str, str]
+    families: tuple[str, ...]
+    default_family: str
+    baseline: str
+    splits: tuple[str, ...]
+    default_split: str
+    sources: tuple[str, ...]
+
+
+def settings(home: str | Path | None = None) -> Settings:
+    """The configuration (``PREFLIGHT_*``), with ``home`` overriding ``PREFLIGHT_HOME``."""
+    from preflight.data.settings import Settings
+
+    return Settings(home=Path(home)) if home is not None else Settings()
+
+
+def catalogue(home: str | Path | None = None) -> Catalogue:
+    """The device catalogue: shipped spec sheets, the host, and the devices registered in ``home``."""
+    from preflight.data.catalogue import Catalogue
+
+    return Catalogue.load(settings(home).devices_file)
+
+
+def tasks() -> list[TaskInfo]:
+    """Every task of the registry."""
+    from preflight.models.task import all_tasks
+
+    return [
+        TaskInfo(
+            task.name,
+            {name: target.unit for name, target in task.targets.items()},
+            task.families,
+            task.default_family,
+            task.baseline,
+            tuple(task.groups),
+            task.group_key,
+            task.sources,
+        )
+        for task in all_tasks()
+    ]
+
+
+def devices(query: str | None = None, home: str | Path | None = None) -> list[DeviceSpec]:
+    """The catalogue's devices, or the one a name means (as nvidia-smi, torch or lscpu print it);
+    an unknown name raises ``UnknownDevice`` with its close matches."""
+    known = catalogue(home)
+    return [known.resolve(query)] if query is not None else list(known)
+
+
+def versions(task: str, home: str | Path | None = None) -> pd.DataFrame:
+    """The registered versions of a task's model, newest first, with the champion marked."""
+    import pandas as pd
+    from preflight.models import tracking
+
+    found = tracking.versions(settings(home), _task(task).name)
+    return pd.DataFrame.from_records(found, columns=tracking.VERSION_FIELDS).set_index("version")
+
+
+def train(
+    task: str,
+    *,
+    family: str | None = None,
+    source: str | None = None,
+    path: str | Path | None = None,
+    promote: bool = False,
+    seed: int = 0,
+    home: str | Path | None = None,
+) -> TrainResult:
+    """Fit a family (the task's default) on every source at hand, or on ``source`` (its file at
+    ``path`` or under ``PREFLIGHT_DATASETS``); log the run, register a version and apply the champion
+    gate (``promote`` makes it the champion regardless)."""
+    from preflight.models.datasets import source_file
+    from preflight.models.training import train as fit
+
+    config = settings(home)
+    spec = _task(task)
+    spec.family(family)  # an unknown family is refused before any data is read
+    paths = None if source is None else {source: source_file(source, Path(path) if path else None, config)}
+    return fit(spec, config, catalogue(home), family=family, paths=paths, promote=promote, seed=seed)
+
+
+def load(task: str, version: str | int | None = None, home: str | Path | None = None) -> Model:
+    """A task's model: the champion (or, when it cannot load, the newest version that does), or the
+    given version. ``NotTrained`` when the task has none."""
+    from preflight.models import tracking
+
+    config = settings(home)
+    spec = _task(task)
+    if version is None:
+        predictor, info = tracking.load_champion(config, spec.name)
+    else:
+        predictor, info = tracking.load_version(config, spec.name, str(version))
+    return Model(spec, predictor, info, config, catalogue(home))
+
+
+def evaluate(
+    task: str,
+    *,
+    family: str | None = None,
+    split: str | None = None,
+    source: str | None = None,
+    path: str | Path | None = None,
+    files: dict[str, str | Path] | None = None,
+    train_size: int | None = None,
+    max_rows: int | None = None,
+    seed: int = 0,
+    coverage: float = 0.9,
+    params: dict | None = None,
+    home: str | Path | None = None,
+) -> Evaluation:
+    """Grouped cross-validation of a family (the task's default) beside the task's baseline: each
+    fold holds out whole groups of ``split`` (the task's default split). The data are ``source``
+    (its file at ``path`` or under ``PREFLIGHT_DATASETS``), several sources' ``files``, or every
+    source at hand; each sampled down to ``max_rows`` rows (seeded)."""
+    from preflight.models import analysis
+    from preflight.models.datasets import source_file
+
+    spec = _task(task)
+    config = settings(home)
+    known = catalogue(home)
+    chosen = {name: Path(file) for name, file in (files or {}).items()}
+    if source is not None:
+        chosen[source] = source_file(source, Path(path) if path else None, config)
+    rows, sources = analysis.rows_for(spec, config, known, chosen or None, max_rows, seed)
+    return analysis.cross_validated(
+        spec, rows, known, spec.family(family), split or spec.group_key, "+".join(sources),
+        seed=seed, train_size=train_size, coverage=coverage, params=params,
+    )  # fmt: skip
+
+
+def report(
+    task: str,
+    version: str | int | None = None,
+    out: str | Path | None = None,
+    *,
+    max_rows: int | None = REPORT_ROWS,
+    seed: int = 0,
+    home: str | Path | None = None,
+) -> Path:
+    """Where a version (the champion by default) errs, as a self-contained HTML page beside its PNGs,
+    also logged as artifacts (``report/``) of the version's run; returns the page. The version's family
+    is re-evaluated on its split with every source at hand (``max_rows`` a source), beside the
+    champion, or beside the newest other version when it is the champion."""
+    from preflight.models import tracking
+    from preflight.models.report import Candidate, build
+
+    config = settings(home)
+    subject = load(task, version, home)
+    registered = versions(task, home)
+    champion = registered.index[registered["champion"]].tolist()
+    others = [v for v in registered.index if v != subject.info.version]
+    rival = next((v for v in champion if v != subject.info.version), others[0] if others else None)
+    evaluation = subject.evaluate(max_rows=max_rows, seed=seed)
+    other = None
+    if rival is not None:
+        model = load(task, rival, home)
+        rival_evaluation = model.evaluate(split=evaluation.split, max_rows=max_rows, seed=seed)
+        other = Candidate(model.info, rival_evaluation, rival in champion)
+    page = build(Candidate(subject.info, evaluation, subject.info.version in champion), other)
+    folder = (
+        Path(out)
+        if out is not None
+        else config.home / "reports" / f"{subject.task.name}-v{subject.info.version}"
+    )
+    written = page.write(folder)
+    tracking.log_report(config, subject.info.run_id, folder)
+    return written
+
+
+@dataclass
+class Model:
+    """One version of a task's model, ready to predict."""
+
+    task: Task
+    predictor: Predictor
+    info: ModelInfo
+    settings: Settings
+    catalogue: Catalogue
+
+    def predict(self, items: Iterable[dict[str, Any]] | pd.DataFrame, coverage: float = 0.9) -> pd.DataFrame:
+        """Estimates for items (dicts as the HTTP API takes them, or a frame with one item a row): per
+        target its value, ``_low`` and ``_high``, then ``ood`` and the ``warnings`` codes."""
+        from preflight.models import pyfunc
+
+        estimates = self.prediction(items, coverage).estimates
+        return pyfunc.table(self.predictor, estimates).assign(warnings=estimates.warnings())
+
+    def records(self, items: Iterable[dict[str, Any]] | pd.DataFrame, coverage: float = 0.9) -> list[dict]:
+        """The estimates as the HTTP API answers them: ``{target: {value, low, high}, ood, warnings}``."""
+        return self.prediction(items, coverage).records()
+
+    def prediction(self, items: Iterable[Any] | pd.DataFrame, coverage: float = 0.9) -> Prediction:
+        """Items (dicts, a frame, or the task's validated item models) through the one prediction path."""
+        from preflight.models.inference import predict_items
+
+        return predict_items(self.task, self.predictor, self.catalogue, self.validated(items), coverage)
+
+    def validated(self, items: Iterable[Any] | pd.DataFrame) -> list[Any]:
+        """Items as the task's item models; an invalid one raises pydantic's ``ValidationError``."""
+        import pandas as pd
+        from preflight.models import pyfunc
+
+        if isinstance(items, pd.DataFrame):
+            return pyfunc.items(self.task, items)
+        item = self.task.item
+        return [i if isinstance(i, item) else item.model_validate(i) for i in items]
+
+    def evaluate(self, **options: Any) -> Evaluation:
+        """This version's family and hyperparameters re-evaluated (see :func:`evaluate`) on its training
+        split and the files it learned from (those still there), unless told otherwise."""
+        from preflight.models import tracking
+
+        if "source" not in options and "files" not in options:
+            options["files"] = tracking.source_files(self.settings, self.info.run_id)
+        options.setdefault("split", _trained_split(self.info))
+        options.setdefault("family", self.info.family or None)
+        options.setdefault("params", self.predictor.params)
+        options.setdefault("home", self.settings.home)
+        return evaluate(self.task.name, **options)
+
+
+def _task(name: str) -> Task:
+    from preflight.models.task import get_task
+
+    return get_task(name)
+
+
+def _trained_split(info: ModelInfo) -> str | None:
+    """The split a version was cross-validated on (``grouped-cv:shape``), if it says."""
+    return info.split.split(":", 1)[1] if info.split.startswith("grouped-cv:") else None
