@@ -53,8 +53,8 @@ def cross_validated(
     params: dict | None = None,
 ) -> Evaluation:
     """Grouped cross-validation of the task's rows (``Task.rows``) as an :class:`Evaluation`."""
-    outcome = evaluate.cross_validate_rows(
-        task, rows, catalogue, family, split, seed, train_size, coverage, params
+    outcome = evaluate.cross_validate(
+        task, rows, catalogue, family, split, seed, train_size, coverage, params, select=False
     )
     inputs = rows.iloc[outcome.test_index].reset_index(drop=True)
     return Evaluation(task, family, source, split, coverage, outcome, inputs)

@@ -78,23 +78,6 @@ def _splits(groups: pd.Series, seed: int, train_size: int | None):
 
 def cross_validate(
     task: Task,
-    table: pd.DataFrame,
-    catalogue: Catalogue,
-    family: str,
-    group: str,
-    seed: int = 0,
-    train_size: int | None = None,
-    coverage: float = 0.9,
-    params: dict | None = None,
-) -> Outcome:
-    """Out-of-fold estimates where each fold holds out whole groups, on a loaded table."""
-    return cross_validate_rows(
-        task, task.rows(table), catalogue, family, group, seed, train_size, coverage, params
-    )
-
-
-def cross_validate_rows(
-    task: Task,
     rows: pd.DataFrame,
     catalogue: Catalogue,
     family: str,
@@ -103,8 +86,12 @@ def cross_validate_rows(
     train_size: int | None = None,
     coverage: float = 0.9,
     params: dict | None = None,
+    select: bool = True,
 ) -> Outcome:
-    """:func:`cross_validate` on the task's rows of a table (``Task.rows``, as ``task_data`` gives them)."""
+    """Out-of-fold estimates where each fold holds out whole groups. ``rows`` are a loaded table, narrowed
+    to the task's rows (``Task.rows``) unless ``select`` is off: they already are (``task_data``'s)."""
+    if select:
+        rows = task.rows(rows)
     register_measured_devices(task, rows, catalogue, persist=False)
     features, Y = task.featurize(rows, catalogue), task.target_frame(rows)
     groups = task.group_values(features.meta, group)
@@ -114,16 +101,20 @@ def cross_validate_rows(
     test_parts: list[np.ndarray] = []
     splits = _splits(groups, seed, train_size)
     for train, test in progress.track(splits, f"{task.name} {family} vs {task.baseline}: {group} splits"):
-        train_y = Y.iloc[train].reset_index(drop=True)
-        model = _fit(task, family, features.take(train), train_y, group, seed, params)
-        baseline = _fit(task, task.baseline, features.take(train), train_y, group, seed, params)
-        model_parts.append(model.predict(features.take(test), coverage))
-        baseline_parts.append(baseline.predict(features.take(test), coverage))
+        train_f, train_y, test_f = (
+            features.take(train),
+            Y.iloc[train].reset_index(drop=True),
+            features.take(test),
+        )
+        model = _fit(task, family, train_f, train_y, group, seed, params)
+        baseline = _fit(task, task.baseline, train_f, train_y, group, seed, params)
+        model_parts.append(model.predict(test_f, coverage))
+        baseline_parts.append(baseline.predict(test_f, coverage))
         for level, parts in level_parts.items():
-            parts.append(model.predict(features.take(test), level))
+            parts.append(model_parts[-1] if level == coverage else model.predict(test_f, level))
         test_parts.append(test)
     order = np.concatenate(test_parts)
-    levels = {level: (_concat(parts).low, _concat(parts).high) for level, parts in level_parts.items()}
+    levels = {level: _concat(parts) for level, parts in level_parts.items()}
     return Outcome(
         Y.iloc[order].reset_index(drop=True),
         _concat(model_parts),
@@ -132,7 +123,7 @@ def cross_validate_rows(
         order,
         int(np.mean([len(tr) for tr, _ in splits])),
         features.meta.iloc[order].reset_index(drop=True),
-        levels,
+        {level: (estimates.low, estimates.high) for level, estimates in levels.items()},
     )
 
 

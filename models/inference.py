@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from preflight.data.catalogue import Catalogue
-from preflight.data.errors import UnknownDevice
+from preflight.data.errors import UnknownDevice, UsageError
 from preflight.features import Features
 from preflight.models.predictor import Estimates, Predictor
 from preflight.models.task import Task
@@ -27,6 +27,8 @@ def predict_items(
 ) -> Prediction:
     """Estimates for validated items (the task's item model); an unknown device names the items that
     carry it."""
+    if not items:
+        raise UsageError("no items to estimate: give at least one")
     rows = task.items_to_rows(items)
     try:
         features = task.featurize(rows, catalogue)

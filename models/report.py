@@ -49,14 +49,14 @@ class Report:
     html: str
     figures: dict[str, bytes]  # file name -> PNG
 
-    def write(self, out: Path) -> Path:
-        """``out/index.html`` and each figure as ``out/NAME.png``; returns the page."""
+    def write(self, out: Path) -> list[Path]:
+        """``out/index.html`` and each figure as ``out/NAME.png``; returns the files, the page first."""
         out.mkdir(parents=True, exist_ok=True)
-        for name, png in self.figures.items():
-            (out / name).write_bytes(png)
         page = out / "index.html"
         page.write_text(self.html, encoding="utf-8")
-        return page
+        for name, png in self.figures.items():
+            (out / name).write_bytes(png)
+        return [page, *(out / name for name in self.figures)]
 
 
 def build(subject: Candidate, other: Candidate | None = None) -> Report:

@@ -94,6 +94,15 @@ class Task:
             )
         return name
 
+    def split(self, name: str | None) -> str:
+        """The named split (or the default), refused unless this task has it."""
+        name = name or self.group_key
+        if name not in self.groups:
+            raise UsageError(
+                f"task {self.name!r} has no split {name!r}; its splits: {', '.join(self.groups)}"
+            )
+        return name
+
     def rows(self, table: pd.DataFrame) -> pd.DataFrame:
         """The rows of a loaded table this task learns from, with a fresh index."""
         return (self.select(table) if self.select else table).reset_index(drop=True)
@@ -111,9 +120,8 @@ class Task:
 
     def group_values(self, meta: pd.DataFrame, group: str) -> pd.Series:
         """The group label of each row for a named split."""
-        if group not in self.groups:
-            raise UsageError(f"task {self.name!r} has no split {group!r}; known: {', '.join(self.groups)}")
-        parts = [meta[column].astype(str).fillna("") for column in self.groups[group]]  # pandas 3 keeps NaN
+        columns = self.groups[self.split(group)]
+        parts = [meta[column].astype(str).fillna("") for column in columns]  # pandas 3 keeps NaN
         label = parts[0]
         for part in parts[1:]:
             label = label + "|" + part

@@ -224,7 +224,7 @@ def register(
     )
     if promoted:
         mlflow_client.set_registered_model_alias(name, CHAMPION, version.version)
-    return Promotion(ModelInfo(name, str(version.version), run_id, family), promoted, reason)
+    return Promotion(ModelInfo(name, str(version.version), run_id, family, split), promoted, reason)
 
 
 def _gate(
@@ -331,7 +331,11 @@ def load_version(settings: Settings, task: str, version: str) -> tuple[Predictor
         if not known:
             raise NotTrained(task) from None
         raise UnknownVersion(task, version, known) from None
-    return _load_version(mlflow_client, found), _info(name, found)
+    try:
+        return _load_version(mlflow_client, found), _info(name, found)
+    except Exception as exc:  # any damage to the version's files, as load_serving says it
+        log.error("%s v%s could not be loaded: %s: %s", task, version, type(exc).__name__, exc)
+        raise ModelUnavailable(task, f"v{version}: {_why(exc)}") from None
 
 
 #: What :func:`versions` says of each version.
@@ -371,13 +375,14 @@ def source_files(settings: Settings, run_id: str) -> dict[str, Path]:
     return {source: Path(path) for source, path in recorded.items() if Path(path).exists()}
 
 
-def log_report(settings: Settings, run_id: str, folder: Path) -> None:
+def log_report(settings: Settings, run_id: str, files: list[Path]) -> None:
     """A report's files as artifacts (``report/``) of the run that made the version. The run's artifact
     store is looked up afresh: MLflow caches it by run id, and a copied home shares its run ids."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-    artifact_uri = client(settings).get_run(run_id).info.artifact_uri
-    get_artifact_repository(artifact_uri).log_artifacts(str(folder), artifact_path="report")
+    repository = get_artifact_repository(client(settings).get_run(run_id).info.artifact_uri)
+    for file in files:
+        repository.log_artifact(str(file), artifact_path="report")
 
 
 def _info(name: str, version) -> ModelInfo:

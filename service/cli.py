@@ -178,7 +178,7 @@ def train(
                 "family": info.family,
                 "champion": promotion.promoted,
                 "reason": promotion.reason,
-                "metrics": result.report["metrics"],
+                "metrics": _finite(result.report["metrics"]),
             },
             indent=2,
         )
@@ -226,7 +226,7 @@ def evaluate(
     spec = get_task(task)
     family = spec.family(family)
     _check_evaluate_options(train, test, path, train_size, shots)
-    group = _split(spec, split)
+    group = spec.split(split)
     with progress.shown(_console(stderr=True)):
         if train is not None and test is not None:
             train_rows = load_source(source, train, settings, catalogue, store=False)[0]
@@ -245,13 +245,6 @@ def evaluate(
         typer.echo(json.dumps(_finite(result), allow_nan=False))
     else:
         _console().print(_metrics_table(_finite(result)))
-
-
-def _split(task: Task, split: str | None) -> str:
-    """The named split (or the task's default), refused before any data is read unless the task has it."""
-    if split is not None and split not in task.groups:
-        raise UsageError(f"task {task.name!r} has no split {split!r}; its splits: {', '.join(task.groups)}")
-    return split or task.group_key
 
 
 def _metrics_table(report: dict) -> Table:

@@ -15,6 +15,7 @@ is imported until a function is called, so importing any ``preflight.*`` module 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import version as _version
@@ -45,6 +46,7 @@ __all__ = [
     "__version__",
 ]
 __version__ = _version("preflight")
+log = logging.getLogger("preflight")
 #: Rows a source is sampled down to for a report: a grouped cross-validation refits the family per fold.
 REPORT_ROWS = 1000
 
@@ -172,6 +174,7 @@ def evaluate(
     from preflight.models.datasets import source_file
 
     spec = _task(task)
+    family, split = spec.family(family), spec.split(split)  # refused before any data is read
     config = settings(home)
     known = catalogue(home)
     chosen = {name: Path(file) for name, file in (files or {}).items()}
@@ -179,7 +182,7 @@ def evaluate(
         chosen[source] = source_file(source, Path(path) if path else None, config)
     rows, sources = analysis.rows_for(spec, config, known, chosen or None, max_rows, seed)
     return analysis.cross_validated(
-        spec, rows, known, spec.family(family), split or spec.group_key, "+".join(sources),
+        spec, rows, known, family, split, "+".join(sources),
         seed=seed, train_size=train_size, coverage=coverage, params=params,
     )  # fmt: skip
 
@@ -195,32 +198,34 @@ def report(
 ) -> Path:
     """Where a version (the champion by default) errs, as a self-contained HTML page beside its PNGs,
     also logged as artifacts (``report/``) of the version's run; returns the page. The version's family
-    is re-evaluated on its split with every source at hand (``max_rows`` a source), beside the
-    champion, or beside the newest other version when it is the champion."""
+    is re-evaluated on its split and the files it learned from (``max_rows`` a source), beside the
+    champion, or beside the newest other version when it is the champion, on the same rows."""
     from preflight.models import tracking
     from preflight.models.report import Candidate, build
 
     config = settings(home)
     subject = load(task, version, home)
     registered = versions(task, home)
-    champion = registered.index[registered["champion"]].tolist()
-    others = [v for v in registered.index if v != subject.info.version]
-    rival = next((v for v in champion if v != subject.info.version), others[0] if others else None)
-    evaluation = subject.evaluate(max_rows=max_rows, seed=seed)
+    champions = set(registered.index[registered["champion"]])
+    files = subject.trained_files()
+    evaluation = subject.evaluate(files=files, max_rows=max_rows, seed=seed)
     other = None
+    rival = _rival(list(registered.index), champions, subject.info.version)
     if rival is not None:
         model = load(task, rival, home)
-        rival_evaluation = model.evaluate(split=evaluation.split, max_rows=max_rows, seed=seed)
-        other = Candidate(model.info, rival_evaluation, rival in champion)
-    page = build(Candidate(subject.info, evaluation, subject.info.version in champion), other)
-    folder = (
-        Path(out)
-        if out is not None
-        else config.home / "reports" / f"{subject.task.name}-v{subject.info.version}"
-    )
-    written = page.write(folder)
-    tracking.log_report(config, subject.info.run_id, folder)
-    return written
+        options = {"split": evaluation.split, "files": files, "max_rows": max_rows, "seed": seed}
+        other = Candidate(model.info, model.evaluate(**options), rival in champions)
+    page = build(Candidate(subject.info, evaluation, subject.info.version in champions), other)
+    default = config.home / "reports" / f"{subject.task.name}-v{subject.info.version}"
+    written = page.write(Path(out) if out is not None else default)
+    tracking.log_report(config, subject.info.run_id, written)
+    return written[0]
+
+
+def _rival(registered: list[str], champions: set[str], version: str) -> str | None:
+    """The version to set beside ``version``: the champion, or when it is the champion, the newest other."""
+    others = [v for v in registered if v != version]
+    return next((v for v in others if v in champions), others[0] if others else None)
 
 
 @dataclass
@@ -263,16 +268,27 @@ class Model:
 
     def evaluate(self, **options: Any) -> Evaluation:
         """This version's family and hyperparameters re-evaluated (see :func:`evaluate`) on its training
-        split and the files it learned from (those still there), unless told otherwise."""
-        from preflight.models import tracking
-
+        split and the files it learned from (:meth:`trained_files`), unless told otherwise."""
         if "source" not in options and "files" not in options:
-            options["files"] = tracking.source_files(self.settings, self.info.run_id)
+            options["files"] = self.trained_files()
         options.setdefault("split", _trained_split(self.info))
         options.setdefault("family", self.info.family or None)
         options.setdefault("params", self.predictor.params)
         options.setdefault("home", self.settings.home)
         return evaluate(self.task.name, **options)
+
+    def trained_files(self) -> dict[str, Path] | None:
+        """The files this version learned from, by source; None (every source at hand, said in the log)
+        when it recorded none or none is still there."""
+        from preflight.models import tracking
+
+        files = tracking.source_files(self.settings, self.info.run_id)
+        if not files:
+            log.warning(
+                "%s v%s: its training files are not recorded or moved; evaluating on every source at hand",
+                self.task.name, self.info.version,
+            )  # fmt: skip
+        return files or None
 
 
 def _task(name: str) -> Task:
