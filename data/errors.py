@@ -75,9 +75,9 @@ class ModelStateError(PreflightError):
 class NotTrained(ModelStateError):
     """A task has no champion model yet."""
 
-    def __init__(self, task: str) -> None:
+    def __init__(self, task: str, hint: str = "") -> None:
         self.task = task
-        super().__init__(f"task {task!r} has no trained model; run `preflight train {task}`")
+        super().__init__(f"task {task!r} has no trained model; run `preflight train {task}`{hint}")
 
 
 class ModelUnavailable(ModelStateError):

@@ -112,8 +112,9 @@ class ServiceState:
             try:
                 serving = tracking.load_serving(self.settings, task.name)
             except NotTrained:
-                hint = "" if self._has_data(task) else "; its datasets are needed: set PREFLIGHT_DATASETS"
-                self._failed(task, "untrained", f"no version yet: run `preflight train {task.name}`{hint}")
+                self._failed(
+                    task, "untrained", f"no version yet: run `preflight train {task.name}`{self._hint(task)}"
+                )
                 return False
             except ModelUnavailable as exc:
                 self._failed(task, "failed", exc.why)
@@ -180,6 +181,15 @@ class ServiceState:
         train(task, self.settings, self.catalogue, paths=available_sources(task, self.settings), promote=True)
         self.load(task)
 
+    def _hint(self, task: Task) -> str:
+        """What an untrained task needs, when its sources are not at hand."""
+        if self._has_data(task):
+            return ""
+        return (
+            f"; its datasets are needed ({', '.join(task.sources)}): set PREFLIGHT_DATASETS to a folder "
+            "laid out like shared/datasets (README, Data) and restart"
+        )
+
     def _has_data(self, task: Task) -> bool:
         return bool(available_sources(task, self.settings))
 
@@ -200,7 +210,7 @@ class ServiceState:
         status = self.tasks.get(task)
         if status is not None and status.state == "failed":
             raise ModelUnavailable(task, status.detail)
-        raise NotTrained(task)
+        raise NotTrained(task, self._hint(get_task(task)) if status is not None else "")
 
     # measurements and devices
 

@@ -259,3 +259,12 @@ def test_protected_reads_need_a_configured_key(home):
         assert client.get("/v1/tasks").status_code == 401
         assert client.get("/v1/tasks", headers={"X-API-Key": "s3cret"}).status_code == 200
         assert client.get("/healthz").status_code == 200
+
+
+def test_an_untrained_task_without_its_data_says_where_to_point_the_datasets(tmp_path):
+    arch = "|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|nor_conv_3x3~0|none~1|nor_conv_1x1~2|"
+    item = {"space": "nb201", "arch": arch, "dataset": "cifar10", "device": "pixel3", "batch_size": 1}
+    with api_client(tmp_path / "empty") as client:  # nas-latency ships no data: the datasets are needed
+        detail = client.post("/v1/nas-latency/predict", json={"items": [item]}).json()["detail"]
+    assert "preflight train nas-latency" in detail and "set PREFLIGHT_DATASETS to a folder" in detail
+    assert "hw-nas-bench-360" in detail
