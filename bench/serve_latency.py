@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from preflight.models import tracking
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "bench" / "out"
@@ -453,17 +454,6 @@ def measure(port: int, args: argparse.Namespace) -> tuple[list[PhaseResult], Pha
 # ----------------------------------------------------------------------------- reporting
 
 
-def git_commit() -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
-
-
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
     header = (
         f"{'phase':<16}{'requests':>9}{'fail':>6}"
@@ -491,7 +481,7 @@ def write_report(
     report = {
         "benchmark": "serve_latency",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
+        "git_commit": (tracking.git_commit() or "")[:7] or None,
         "machine": {
             "cpu_count": os.cpu_count(),
             "platform": platform.platform(),

@@ -130,16 +130,12 @@ class Evaluation:
         return pd.concat([frame, inputs], axis=1)[ok].reset_index(drop=True)
 
     def errors(self, measured: pd.Series, predicted: pd.Series, target: str) -> pd.Series:
-        """Absolute percentage error for a positive quantity, absolute error otherwise."""
-        if self.task.targets[target].relative:
-            return (predicted - measured).abs() / measured * 100
-        return (predicted - measured).abs()
+        """The target's error of each estimate (``Target.error``)."""
+        return self.task.targets[target].error(measured, predicted)
 
     def error_name(self, target: str) -> str:
-        spec = self.task.targets[target]
-        return (
-            "APE (%)" if spec.relative else f"absolute error ({spec.unit})" if spec.unit else "absolute error"
-        )
+        """What :meth:`errors` measures, with its unit."""
+        return self.task.targets[target].error_label
 
     def by_group(self, target: str | None = None, grouping: str | None = None) -> pd.DataFrame:
         """Per group (of the split, or of another ``grouping``): rows, median error of the model and

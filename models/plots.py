@@ -95,14 +95,10 @@ def error_by_group(
     spec: Target,
     by: str = "group",
 ) -> Figure:
-    """Median error per group, worst first: APE for a positive quantity, absolute error otherwise."""
-    absolute = not spec.relative
-    error = (pred - y).abs() if absolute else (pred - y).abs() / y * 100
-    labels = readable_labels(pd.Series(groups.to_numpy(), index=error.index))
-    per_group = error.groupby(labels).median().sort_values(ascending=False)
-    unit = f" ({spec.unit})" if spec.unit else ""
-    xlabel = f"median absolute error{unit}" if absolute else "median APE (%)"
-    return group_bars(per_group, xlabel, f"{target}: error by {by}")
+    """Median error per group (``Target.error``), worst first."""
+    labels = readable_labels(pd.Series(groups.to_numpy(), index=y.index))
+    per_group = spec.error(y, pred).groupby(labels).median().sort_values(ascending=False)
+    return group_bars(per_group, f"median {spec.error_label}", f"{target}: error by {by}")
 
 
 def coverage_by_group(coverage: pd.Series, nominal: float, by: str) -> Figure:

@@ -60,6 +60,19 @@ class Target:
         """Whether errors are relative (APE and relative interval widths mean something)."""
         return self.scale == "log"
 
+    def error(self, measured: pd.Series, predicted: pd.Series) -> pd.Series:
+        """Each estimate's error: the absolute percentage error for a relative quantity, the absolute
+        error otherwise."""
+        error = (predicted - measured).abs()
+        return error / measured * 100 if self.relative else error
+
+    @property
+    def error_label(self) -> str:
+        """What :meth:`error` measures, with its unit (an axis label)."""
+        if self.relative:
+            return "APE (%)"
+        return f"absolute error ({self.unit})" if self.unit else "absolute error"
+
     def present(self, y: pd.Series | np.ndarray) -> np.ndarray:
         """Rows that carry a usable value: finite and inside the scale's domain."""
         values = pd.to_numeric(pd.Series(y), errors="coerce").to_numpy(dtype=float)

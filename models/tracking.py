@@ -268,9 +268,7 @@ def load_serving(settings: Settings, task: str) -> Serving:
     name = model_name(task)
     try:  # the alias first: a version promoted meanwhile is then among those listed
         champion = _alias_version(mlflow_client, name)
-        versions = sorted(
-            mlflow_client.search_model_versions(f"name='{name}'"), key=lambda v: int(v.version), reverse=True
-        )
+        versions = _newest_first(mlflow_client, name)
     except MlflowException as exc:
         log.error("%s: the registry could not be read: %s", task, exc)
         raise ModelUnavailable(task, "the model registry could not be read") from None
@@ -304,6 +302,12 @@ def load_serving(settings: Settings, task: str) -> Serving:
 def champion_version(settings: Settings, task: str) -> str | None:
     """The version the ``champion`` alias points at, or None (no alias, or one that dangles)."""
     return _alias_version(client(settings), model_name(task))
+
+
+def _newest_first(mlflow_client, name: str) -> list:
+    """A registered model's versions, the newest first."""
+    found = mlflow_client.search_model_versions(f"name='{name}'")
+    return sorted(found, key=lambda v: int(v.version), reverse=True)
 
 
 def _alias_version(mlflow_client, name: str) -> str | None:
@@ -350,9 +354,7 @@ def versions(settings: Settings, task: str) -> list[dict]:
     mlflow_client = client(settings)
     name = model_name(task)
     champion = _alias_version(mlflow_client, name)
-    found = sorted(
-        mlflow_client.search_model_versions(f"name='{name}'"), key=lambda v: int(v.version), reverse=True
-    )
+    found = _newest_first(mlflow_client, name)
     return [
         {
             "version": str(v.version),

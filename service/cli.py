@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from preflight.data.catalogue import Catalogue, DeviceSpec
+    from preflight.data.settings import Settings
     from preflight.models.task import Task
     from preflight.models.training import TrainResult
     from preflight.models.whatif import WhatIf
@@ -126,13 +127,24 @@ def main_options(
     """Performance estimates before anything runs."""
 
 
-def _setup():
-    """Settings, logging to stderr, and the catalogue with user-registered devices."""
-    from preflight.data.catalogue import Catalogue
+def _logging() -> None:
+    """Log lines to stderr (stdout carries the answer)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _settings() -> Settings:
+    """Logging, and the settings (``PREFLIGHT_*``)."""
     from preflight.data.settings import Settings
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    settings = Settings()
+    _logging()
+    return Settings()
+
+
+def _setup() -> tuple[Settings, Catalogue]:
+    """Logging, the settings, and the catalogue with user-registered devices."""
+    from preflight.data.catalogue import Catalogue
+
+    settings = _settings()
     return settings, Catalogue.load(settings.devices_file)
 
 
@@ -143,7 +155,7 @@ def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=0, max=
     import uvicorn
     from preflight.service.app import create_app
 
-    settings, _ = _setup()
+    settings = _settings()
     uvicorn.run(create_app(settings, bootstrap=True), host=host, port=port)
 
 
@@ -163,7 +175,7 @@ def train(
     import preflight
     from preflight.models import progress
 
-    _setup()
+    _logging()
     with progress.shown(_console(stderr=True)):
         result = preflight.train(task, family=family, source=source, path=path, promote=promote, seed=seed)
     if not json_out:
@@ -314,7 +326,7 @@ def predict(
     import preflight
     from preflight.models.task import get_task
 
-    _setup()
+    _logging()
     spec = get_task(task)
     items = _read_items(spec, input)
     model = preflight.load(task)
@@ -418,7 +430,7 @@ def report(
     import preflight
     from preflight.models import progress
 
-    _setup()
+    _logging()
     with progress.shown(_console(stderr=True)):
         page = preflight.report(task, version, out, max_rows=rows, seed=seed)
     typer.echo(str(page))
@@ -569,7 +581,7 @@ def collect_gemm(
     """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA)."""
     from preflight.data.collect.gemm import collect_gemm as run
 
-    settings, _ = _setup()
+    settings = _settings()
     target = out or settings.home / "collect" / "local_gemm.csv"
     summary = run(
         device, target, points=points, seed=seed, threads=threads, repeats=repeats,
@@ -588,7 +600,7 @@ def collect_curves(
     """Train NAS-Bench-201 cells on scikit-learn's digits on CPU: a learning curve per run (resumable)."""
     from preflight.data.collect.curves import collect_curves as run
 
-    settings, _ = _setup()
+    settings = _settings()
     target = out or settings.home / "collect" / "local_curves.csv"
     summary = run(target, runs=runs, epochs=epochs, seed=seed)
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
@@ -606,7 +618,7 @@ def collect_interference(
     """Micro-workloads alone and beside CPU, memory-bandwidth, LLC and disk stressors (resumable)."""
     from preflight.data.collect.interference import collect_interference as run
 
-    settings, _ = _setup()
+    settings = _settings()
     target = out or settings.home / "collect" / "local_interference.csv"
     chosen = [name.strip() for name in workloads.split(",") if name.strip()]
     summary = run(
@@ -626,7 +638,7 @@ def devices(
     QUERY, the one device it resolves to (an unknown name lists close matches)."""
     import preflight
 
-    _setup()
+    _logging()
     found = preflight.devices(query)
     if as_json:
         typer.echo(json.dumps([spec.model_dump(mode="json", exclude_none=True) for spec in found], indent=1))
@@ -661,7 +673,7 @@ def data_list(
     from preflight.data import sources
     from preflight.data.store import TableStore
 
-    settings, _ = _setup()
+    settings = _settings()
     stored = TableStore(settings.tables_dir).manifest()
     rows = [
         {
