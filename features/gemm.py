@@ -66,6 +66,21 @@ TILE_EDGE_RANGE = (32, DEFAULT_TILE)
 SATURATION_US = 1e3
 #: Directions physics fixes: log(runtime / roofline) cannot rise with the work per launch.
 MONOTONE = {"runtime_ms": {"roofline_us_log2": -1}}
+#: Architectures whose low-precision GEMMs run on matrix units (tensor cores, matrix cores, WMMA), by
+#: the start of the catalogue's ``architecture``: a spec-sheet fact, the tensor-core generation.
+MATRIX_ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna", "rdna 3")
+#: Dtypes a matrix unit runs (fp32 and fp64 GEMMs stay on the vector units in cuBLAS's default mode).
+MATRIX_DTYPES = frozenset({Dtype.fp16, Dtype.bf16, Dtype.tf32, Dtype.fp8, Dtype.int8})
+#: The least time a kernel launch takes, by device kind (ms): the roofline's floor.
+LAUNCH_FLOOR_MS = {"gpu": 2e-3}
+#: How much faster than DRAM a working set that fits the last-level cache streams (L2 on a GPU, L3 on
+#: a CPU: a stated prior, about 3-5x on current parts), so that the roofline stays a limit for it.
+CACHE_SPEEDUP = 4.0
+#: Energy per FLOP halves about every this many years of process nodes (a power roofline's clock).
+NODE_HALVING_YEARS = 2.5
+#: A matrix unit's FLOP costs about this fraction of a vector FMA's energy (operands fetched once
+#: for a whole tile product): the stated prior that carries the power roofline to tensor cores.
+MATRIX_ENERGY_SHARE = 1 / 8
 
 
 def _library_tile(dim: np.ndarray) -> np.ndarray:
@@ -114,6 +129,42 @@ def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.nd
     return np.where(b > 1, np.char.add(np.char.add(b.astype(int).astype(str), "x"), shape), shape)
 
 
+def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
+    """Whether each row's GEMM runs on matrix units: a low-precision dtype with a native peak on a GPU
+    of a tensor-core generation."""
+
+    def runs_on_matrix_units(spec: DeviceSpec, dtype: str) -> bool:
+        architecture = (spec.architecture or "").lower()
+        return (
+            spec.kind == "gpu"
+            and Dtype(dtype) in MATRIX_DTYPES
+            and Dtype(dtype) in spec.peak_tflops
+            and architecture.startswith(MATRIX_ARCHITECTURES)
+        )
+
+    keys = np.char.add(np.char.add(device_index.astype(str), "|"), math_dtype.astype(str))
+    return _each(
+        keys, lambda key: runs_on_matrix_units(specs[int(key.split("|")[0])], key.split("|")[1]), float
+    )
+
+
+def power_headroom_log2(
+    tdp_w: np.ndarray,
+    peak_tflops: np.ndarray,
+    vector_tflops: np.ndarray,
+    year: np.ndarray,
+    matrix: np.ndarray,
+) -> np.ndarray:
+    """log2 of the board's power over what its units would draw at full rate at its process node's
+    energy per FLOP (normalised to 2016): a matrix unit's peak at ``MATRIX_ENERGY_SHARE`` of a vector
+    FMA's energy, the vector units at their fp32 rate whatever the dtype (a packed fp16 FMA or a DP4A
+    costs about one fp32 FMA's energy). Below about 4-5 a card cannot hold its boost clock at peak
+    (T4, P4), which no peak on the sheet says. NaN without a TDP or year."""
+    node = 2.0 ** (-(year - 2016) / NODE_HALVING_YEARS)
+    draw = np.where(matrix > 0, peak_tflops * MATRIX_ENERGY_SHARE, vector_tflops) * node
+    return np.log2(tdp_w / draw)
+
+
 def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for canonical GEMM rows (loaders' tables or API items as rows).
 
@@ -132,13 +183,20 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
     peak, peak_is_fallback = _peaks(specs, device_index, math_dtype)
     peak = peak * 1e12
-    bandwidth = spec["memory_bandwidth_gbs"] * 1e9
+    matrix = _matrix_units(specs, device_index, math_dtype)
+    vector_peak, _ = _peaks(specs, device_index, np.full(len(rows), Dtype.fp32.value))
+    kinds = np.array([s.kind for s in specs], dtype=object)[device_index]
+    dies = np.array([s.dies or 1 for s in specs], dtype=float)[device_index]
+    bandwidth = spec["memory_bandwidth_gbs"] * 1e9 / dies  # one GEMM runs on one die of a multi-die board
     element_bytes = _each(dtype, lambda d: BYTES_PER_ELEMENT[Dtype(d)], float)
     flops = 2 * b * m * n * k
     traffic = b * (element_bytes * (m * k + k * n) + 4 * m * n)  # inputs once, fp32/int32 output
-    compute_s, memory_s = flops / peak, traffic / bandwidth
+    llc_bytes = spec["llc_mb"] * 2**20
+    # a working set that fits the last-level cache streams from it, faster than from DRAM
+    cached = np.nan_to_num(traffic / b) <= np.nan_to_num(llc_bytes)
+    compute_s, memory_s = flops / peak, traffic / (bandwidth * np.where(cached, CACHE_SPEEDUP, 1.0))
     roofline_ms = np.maximum(compute_s, memory_s) * 1e3
-    units, llc_bytes = spec["compute_units"], spec["llc_mb"] * 2**20
+    units = spec["compute_units"]
     kernel = {f: numbers(rows, f) for f in KERNEL_FIELDS}
     tile_m, tile_n = _library_tile(m), _library_tile(n)
     tile_flops, tile_bytes = (
@@ -182,8 +240,9 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             **{f"kernel_{name}": v for name, v in _tiling(kernel, element_bytes).items()},
         }
     )
+    limit_ms = np.maximum(roofline_ms, _each(kinds, lambda kind: LAUNCH_FLOOR_MS.get(kind, 0.0), float))
     reference = pd.DataFrame(
-        {"runtime_ms": roofline_ms, "power_w": spec["tdp_w"], "energy_j": roofline_ms * spec["tdp_w"] / 1e3}
+        {"runtime_ms": limit_ms, "power_w": spec["tdp_w"], "energy_j": roofline_ms * spec["tdp_w"] / 1e3}
     )
     meta = pd.DataFrame(
         {
@@ -194,8 +253,21 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "shape": _shapes(b, m, n, k),
             "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
             "dtype": dtype,
-            # calibration stratum: tuned-kernel sweeps err differently from library calls
-            "stratum": np.where(np.isnan(kernel["block_m"]), "plain", "kernel"),
+            # calibration stratum (a parent, then a child: ``gpu.kernel``): each kind of device errs
+            # differently, tuned-kernel sweeps differently from library calls, and matrix units (never
+            # measured in the shipped data) differently from vector units
+            "stratum": np.char.add(
+                kinds.astype(str),
+                np.where(np.isnan(kernel["block_m"]), np.where(matrix > 0, ".matrix", ""), ".kernel"),
+            ),
+            # the performance law's terms, for the physics family
+            "compute_ms": compute_s * 1e3,
+            "memory_ms": memory_s * 1e3,
+            "matrix_units": matrix,
+            "power_headroom_log2": power_headroom_log2(
+                spec["tdp_w"], peak / 1e12, vector_peak, spec["year"], matrix
+            ),
+            "math_dtype": math_dtype,
         }
     )
     return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)

@@ -1,9 +1,11 @@
 """Calibration of any family: conformal scores from grouped out-of-fold residuals, by side and stratum.
 
-A *side* says whether a row's device was seen in training (``seen``) or is known only by its spec
-sheet (``unseen``); a *stratum* is the task's ``stratum_column`` (rows that err differently, e.g. a
-tuner's kernel sweep and a library call). Each (side, stratum) with at least ``MIN_STRATUM_SCORES``
-scores gets its own calibrator (Mondrian calibration); ``<side>/*`` pools a side's strata.
+A *side* says whether a row's device was seen in training (``seen``), is known only by its spec sheet
+but its machine (architecture) was seen (``sibling``), or neither (``unseen``); a *stratum* is the
+task's ``stratum_column`` (rows that err differently, e.g. a tuner's kernel sweep and a library call),
+dotted from parent to child (``gpu.kernel``). Each (side, stratum) and (side, parent) with at least
+``MIN_STRATUM_SCORES`` scores gets its own calibrator (Mondrian calibration); ``<side>/*`` pools a
+side's strata.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from preflight.models.targets import Target
 
 #: A calibration stratum with fewer scores than this falls back to the pooled scores of its side.
 MIN_STRATUM_SCORES = 30
+
+#: Sides: a device measured in training, one whose machine (architecture) was, one entirely new.
+SIDES = ("seen", "sibling", "unseen")
+#: Where a side without scores borrows them: a sibling is as uncertain as a new device before a seen one.
+FALLBACK = {"seen": ("seen",), "sibling": ("sibling", "unseen", "seen"), "unseen": ("unseen", "seen")}
 
 #: Calibrators per key (``seen/*``, ``unseen/kernel``...) and target.
 Calibrators = dict[str, dict[str, Conformal]]
@@ -60,15 +67,16 @@ class Calibration:
         self.targets, self.calibrators = targets, calibrators or {}
 
     def add(self, side: str, Y: pd.DataFrame, oof: pd.DataFrame, row_strata: np.ndarray) -> None:
-        """Calibrators of one side from measured targets and their out-of-fold estimates."""
+        """Calibrators of one side from measured targets and their out-of-fold estimates: pooled, per
+        stratum, and per parent of a stratum (``gpu`` of ``gpu.kernel``)."""
         for name in Y.columns:
             target = self.targets[name]
             usable = target.present(Y[name]) & target.present(oof[name])
             if not usable.any():
                 continue
             self._put(f"{side}/*", name, Y[name][usable], oof[name][usable])
-            for stratum in np.unique(row_strata[usable]):
-                rows = usable & (row_strata == stratum)
+            for stratum in {s for leaf in np.unique(row_strata[usable]) for s in _lineage(str(leaf))}:
+                rows = usable & _within(row_strata, stratum)
                 if rows.sum() >= MIN_STRATUM_SCORES:
                     self._put(f"{side}/{stratum}", name, Y[name][rows], oof[name][rows])
 
@@ -81,8 +89,13 @@ class Calibration:
         return list(self.calibrators.get("seen/*", {}))
 
     def calibrator(self, target: str, side: str, stratum: str) -> Conformal:
-        """The most specific calibrator there are scores for."""
-        for key in (f"{side}/{stratum}", f"{side}/*", f"seen/{stratum}", "seen/*"):
+        """The most specific calibrator there are scores for: the row's side, its stratum, then the
+        stratum's parents, then the side pooled. A stratum no side has scores for (a GEMM on matrix
+        units, never measured) is as uncertain as a device never seen: the unseen side's."""
+        lineage = [*_lineage(stratum), "*"]
+        calibrated = any(target in self.calibrators.get(f"{s}/{stratum}", {}) for s in SIDES)
+        sides = FALLBACK[side] if calibrated else ("unseen", *FALLBACK[side])
+        for key in (f"{s}/{level}" for s in sides for level in lineage):
             if target in self.calibrators.get(key, {}):
                 return self.calibrators[key][target]
         raise ModelStateError(f"no calibration scores for {target!r}")
@@ -111,6 +124,18 @@ class Calibration:
         for key, rows in _groups(sides, row_strata):
             out[rows] = self.calibrator(target, *key).probability_above(value[rows], threshold[rows])
         return out
+
+
+def _lineage(stratum: str) -> list[str]:
+    """A stratum and its parents, most specific first: ``gpu.kernel``, ``gpu``."""
+    parts = stratum.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _within(row_strata: np.ndarray, stratum: str) -> np.ndarray:
+    """Rows of a stratum or of its children."""
+    values = row_strata.astype(str)
+    return (values == stratum) | np.char.startswith(values, stratum + ".")
 
 
 def _groups(sides: np.ndarray, row_strata: np.ndarray) -> Iterator[tuple[tuple[str, str], np.ndarray]]:

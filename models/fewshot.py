@@ -53,9 +53,11 @@ def device_shots(
     base: pd.DataFrame,
     unseen_residuals: pd.DataFrame,
     seed: int,
+    offset: bool = True,
 ) -> DeviceShots:
     """Offset and interval scores of each measured device and target, from the refit family's and the
-    unadapted family's estimates of the measurements."""
+    unadapted family's estimates of the measurements (no offset where the family adapted itself: its
+    own update is the whole adaptation)."""
     out: DeviceShots = {}
     for device, rows in devices.groupby(devices).indices.items():
         per_target = {}
@@ -68,7 +70,7 @@ def device_shots(
             pooled = (
                 k_shot_scores(unseen_residuals, name, len(residual), seed) if len(zero_shot) else np.array([])
             )
-            per_target[name] = {"offset": float(np.median(residual))} | (
+            per_target[name] = {"offset": float(np.median(residual)) if offset else 0.0} | (
                 {"scores": pooled.tolist(), "scale": _spread(zero_shot)}
                 if len(pooled)
                 else {"scores": _loo_scores(zero_shot).tolist(), "scale": 1.0}

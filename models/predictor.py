@@ -10,6 +10,8 @@ sheet, so the interval reflects the error on what a user brings new. Few-shot ad
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,14 +129,12 @@ class Predictor:
         self.unseen_residuals_ = pd.DataFrame({"device_id": pd.Series(dtype=str)})
         machines = features.meta[task.machine] if task.machine else pd.Series(dtype=str)
         if machines.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
-            n_folds = (
-                machines.nunique()
-                if machines.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS
-                else self.calibration_folds
+            unseen, _ = self._out_of_fold(
+                features, Y, machines, self._n_folds(machines), "unseen-device folds"
             )
-            unseen, _ = self._out_of_fold(features, Y, machines, n_folds, "unseen-device folds")
             self.calibration_.add("unseen", Y, unseen, row_strata)
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
+        self._calibrate_siblings(features, Y, row_strata)
         if task.primary_target not in self.targets:
             raise DataError(f"too few rows with {task.primary_target} to learn it ({len(Y)} rows in all)")
         with progress.step(f"{task.name} {self.family}: fit on every row"):
@@ -145,6 +145,25 @@ class Predictor:
         }
         self.train_ = (features, Y)  # kept for few-shot refits
         return self
+
+    def _n_folds(self, groups: pd.Series) -> int:
+        """Leave one group out where affordable, else the calibration folds."""
+        return groups.nunique() if groups.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
+
+    def _calibrate_siblings(self, features: Features, Y: pd.DataFrame, row_strata: np.ndarray) -> None:
+        """The ``sibling`` side: a device never measured whose machine (architecture) was, calibrated by
+        leaving one device out, on the rows of machines with at least two devices (an A100 80GB beside
+        the A100 40GB errs less than a generation never seen)."""
+        machine, device = self.task.machine_column, self.task.device_column
+        if machine is None or device is None or machine == device:
+            return
+        devices, machines = features.meta[device].astype(str), features.meta[machine].astype(str)
+        shared = machines.map(devices.groupby(machines).nunique()).to_numpy() >= 2
+        if devices.nunique() < 2 or not shared.any():
+            return
+        sibling, _ = self._out_of_fold(features, Y, devices, self._n_folds(devices), "sibling-device folds")
+        rows = np.flatnonzero(shared)
+        self.calibration_.add("sibling", Y.iloc[rows], sibling.iloc[rows], row_strata[rows])
 
     def _out_of_fold(
         self, features: Features, Y: pd.DataFrame, groups: pd.Series, n_folds: int, label: str
@@ -170,18 +189,32 @@ class Predictor:
         column = self.task.device_column
         return meta[column].astype(str).to_numpy() if column else np.full(len(meta), "")
 
-    def _sides(self, devices: np.ndarray) -> np.ndarray:
-        """``seen`` for rows of a device measured in training (every row, for a task without devices)."""
+    def _sides(self, meta: pd.DataFrame) -> np.ndarray:
+        """``seen`` for rows of a device measured in training (every row, for a task without devices),
+        ``sibling`` for a device whose machine (architecture) was, ``unseen`` for the others."""
+        devices = self._devices(meta)
         if not self.task.device_column:
             return np.full(len(devices), "seen")
-        seen = self.envelope_.seen_.get(self.task.device_column, [])
-        return np.where(np.isin(devices, seen), "seen", "unseen")
+        seen = np.isin(devices, self.envelope_.seen_.get(self.task.device_column, []))
+        machine = self.task.machine_column
+        if machine is None or machine == self.task.device_column or machine not in meta:
+            return np.where(seen, "seen", "unseen")
+        known = np.isin(meta[machine].astype(str).to_numpy(), self._machines)
+        return np.where(seen, "seen", np.where(known, "sibling", "unseen"))
+
+    @functools.cached_property
+    def _machines(self) -> np.ndarray:
+        """The machines (architectures) measured in training."""
+        return self.train_[0].meta[self.task.machine].astype(str).unique()
 
     def adapted(self, features: Features, Y: pd.DataFrame) -> Predictor:
-        """A copy refitted with measurements of one or more devices (replacing earlier ones of those).
+        """A copy adapted to measurements of one or more devices (replacing earlier ones of those).
 
-        This predictor is left untouched, so requests in flight keep a consistent model. Targets
-        this predictor has no calibration for are ignored."""
+        Adaptation is local: a family that adapts itself (``adapt``: per-device parameters) updates
+        the measured devices only; any other is refitted with the shots and answers for the measured
+        devices only, while every other device keeps the unadapted family's answer, bit for bit. This
+        predictor is left untouched, so requests in flight keep a consistent model. Targets this
+        predictor has no calibration for are ignored."""
         column = self.task.device_column
         if column is None:
             raise DataError(f"task {self.task.name!r} has no devices to adapt to")
@@ -189,25 +222,62 @@ class Predictor:
         new = copy.copy(self)
         new.shot_data_ = fewshot.merge(self.shot_data_, features, Y, column)
         shot_features, shot_Y = new.shot_data_
-        train_features, train_Y = self.train_
-        both = pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True)
-        weight = fewshot.weights(len(train_Y), len(shot_Y))
-        new.family_ = self.new_family().fit(
-            concat([train_features, shot_features]), both, sample_weight=weight
-        )
+        adapt = getattr(self.base_family_, "adapt", None)
+        if adapt is not None:
+            new.family_ = adapt(shot_features, shot_Y)
+        else:
+            train_features, train_Y = self.train_
+            both = pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True)
+            weight = fewshot.weights(len(train_Y), len(shot_Y))
+            new.family_ = self.new_family().fit(
+                concat([train_features, shot_features]), both, sample_weight=weight
+            )
         refit, base = new.family_.predict(shot_features), self.base_family_.predict(shot_features)
         devices = shot_features.meta[column].astype(str)
         new.shots_ = fewshot.device_shots(
-            self.task.targets, devices, shot_Y, refit, base, self.unseen_residuals_, self.seed
+            self.task.targets,
+            devices,
+            shot_Y,
+            refit,
+            base,
+            self.unseen_residuals_,
+            self.seed,
+            offset=adapt is None,
         )
         return new
 
+    @property
+    def adaptation(self) -> str | None:
+        """A digest of the measurements this predictor is adapted to (None: not adapted), so that two
+        different answers never carry the same model label."""
+        if self.shot_data_ is None:
+            return None
+        features, Y = self.shot_data_
+        devices = features.meta[self.task.device_column].astype(str).to_numpy()
+        table = pd.concat([features.X, Y], axis=1).assign(device=devices)
+        digest = hashlib.sha256(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
+        return f"shots:{len(Y)}:{digest.hexdigest()[:12]}"
+
+    def _estimate(self, features: Features) -> pd.DataFrame:
+        """The family's estimates: the adapted family's for rows of measured devices, the unadapted
+        family's for every other row."""
+        if self.family_ is self.base_family_ or hasattr(self.base_family_, "adapt"):
+            return self.family_.predict(features)
+        measured = np.isin(self._devices(features.meta), list(self.shots_))
+        value = self.base_family_.predict(features)
+        if measured.any():
+            adapted = self.family_.predict(features.take(np.flatnonzero(measured)))
+            value.iloc[np.flatnonzero(measured), [value.columns.get_loc(c) for c in adapted]] = (
+                adapted.to_numpy()
+            )
+        return value
+
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:
-        value = self.family_.predict(features)
+        value = self._estimate(features)
         value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
         devices, row_strata = self._devices(features.meta), strata(features.meta, self.task.stratum_column)
-        sides = self._sides(devices)
+        sides = self._sides(features.meta)
         for name in value.columns:
             target = self.task.targets[name]
             estimate = target.clip(
@@ -216,7 +286,8 @@ class Predictor:
             estimate = self.calibration_.recalibrated(name, estimate, sides, row_strata)
             bounds = self.calibration_.interval(name, estimate, sides, row_strata, coverage)
             bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
-            value[name], low[name], high[name] = estimate, target.clip(bounds[0]), target.clip(bounds[1])
+            floor = features.reference[name].to_numpy(dtype=float) if target.at_least_reference else None
+            value[name], low[name], high[name] = (target.clip(v, floor) for v in (estimate, *bounds))
         estimates = Estimates(value, low, high, self._reasons(features, devices, list(value.columns)))
         if self.task.derive is not None:
             self.task.derive(features, estimates)
@@ -264,6 +335,7 @@ class Predictor:
         signed calibration residuals of each row's side and stratum."""
         value = np.asarray(value, float)
         threshold = np.broadcast_to(np.asarray(threshold, float), value.shape)
-        devices = self._devices(features.meta)
         row_strata = strata(features.meta, self.task.stratum_column)
-        return self.calibration_.probability_above(target, value, threshold, self._sides(devices), row_strata)
+        return self.calibration_.probability_above(
+            target, value, threshold, self._sides(features.meta), row_strata
+        )

@@ -41,6 +41,9 @@ class Target:
     upper: float | None = None
     zero_ok: bool = False
     description: str = ""
+    #: The reference is a physical limit the quantity never beats (a GEMM's roofline time): estimates
+    #: and both interval ends are kept at or above it.
+    at_least_reference: bool = False
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
@@ -122,9 +125,12 @@ class Target:
         with np.errstate(over="ignore"):
             return self.from_scale(z - q), self.from_scale(z + q)
 
-    def clip(self, values: np.ndarray) -> np.ndarray:
-        """Estimates or bounds kept within what the target can be."""
+    def clip(self, values: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
+        """Estimates or bounds kept within what the target can be, and at or above ``floor`` (a
+        physical limit per row) where it is finite."""
         values = np.asarray(values, dtype=float)
+        if floor is not None:
+            values = np.where(np.isfinite(floor), np.fmax(values, floor), values)
         if self.lower is not None:
             values = np.maximum(values, self.lower)
         return values if self.upper is None else np.minimum(values, self.upper)

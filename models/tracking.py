@@ -41,6 +41,7 @@ class ModelInfo:
     run_id: str
     family: str
     split: str = ""  # the split its metrics were cross-validated on: ``grouped-cv:shape``
+    adaptation: str | None = None  # the measurements the served predictor is adapted to (a digest)
 
 
 @dataclass

@@ -46,6 +46,8 @@ def served(state: ServiceState, task: str, response: Response) -> Champion:
     not load, why an older one does (``X-Preflight-Fallback``)."""
     champion = state.champion(task)
     response.headers["X-Preflight-Model-Version"] = champion.info.version
+    if champion.info.adaptation:
+        response.headers["X-Preflight-Adaptation"] = champion.info.adaptation
     if champion.fallback:
         response.headers["X-Preflight-Fallback"] = champion.fallback
     return champion

@@ -36,6 +36,9 @@ class ModelInfoPublic(BaseModel):
     version: str
     run_id: str
     family: str
+    adaptation: str | None = Field(
+        None, description="the measurements this answer's model is adapted to (a digest); null: none"
+    )
 
 
 WARNINGS = (

@@ -322,16 +322,19 @@ class ServiceState:
         measurement that no longer applies is logged and skipped at start-up; ``strict`` raises."""
         rows = self.measurements.get(task.name, []) if rows is None else rows
         if not rows or task.device_column is None:
-            return replace(champion, predictor=champion.base)
+            return replace(champion, predictor=champion.base, info=replace(champion.info, adaptation=None))
         frame = pd.DataFrame.from_records(rows)
         try:
             features = task.featurize(frame, self.catalogue)
-            return replace(champion, predictor=champion.base.adapted(features, task.target_frame(frame)))
+            adapted = champion.base.adapted(features, task.target_frame(frame))
+            return replace(
+                champion, predictor=adapted, info=replace(champion.info, adaptation=adapted.adaptation)
+            )
         except Exception as exc:  # a stored row that no longer applies must not take the task down
             if strict:
                 raise
             log.error("stored measurements for %s were not applied: %s", task.name, exc)
-            return replace(champion, predictor=champion.base)
+            return replace(champion, predictor=champion.base, info=replace(champion.info, adaptation=None))
 
 
 def _api_keys(settings: Settings) -> tuple[str, ...]:

@@ -56,7 +56,8 @@ DEVICES = ("NV_P100", "NV_1080Ti", "AMD_MI25", "NV_M40", "Tesla V100-SXM2-16GB",
 def synthetic_gemm(
     n: int, seed: int = 0, devices: tuple[str, ...] = DEVICES, catalogue: Catalogue | None = None
 ) -> pd.DataFrame:
-    """GEMM rows whose runtime follows each device's roofline at a shape-dependent efficiency, with noise."""
+    """GEMM rows whose runtime follows each device's roofline at a shape-dependent efficiency after a
+    launch floor, with noise."""
     catalogue = catalogue or Catalogue.load()
     rng = np.random.default_rng(seed)
     dims = np.array([64, 128, 256, 512, 1024, 2048, 4096])
@@ -67,7 +68,9 @@ def synthetic_gemm(
     bandwidth = np.array([s.memory_bandwidth_gbs for s in specs]) * 1e9
     flops, traffic = 2.0 * m * n_ * k, 4.0 * (m * k + k * n_ + m * n_)
     efficiency = 0.8 * (1 - np.exp(-flops / 2e9)) + 0.05
-    runtime_ms = np.maximum(flops / peak, traffic / bandwidth) / efficiency * 1e3 * rng.lognormal(0, 0.05, n)
+    launch_ms = 5e-3  # no GPU kernel runs in less than a few microseconds
+    roofline_ms = np.maximum(flops / peak, traffic / bandwidth) * 1e3
+    runtime_ms = (launch_ms + roofline_ms / efficiency) * rng.lognormal(0, 0.05, n)
     power_w = np.array([s.tdp_w for s in specs]) * (0.4 + 0.5 * efficiency) * rng.lognormal(0, 0.03, n)
     return pd.DataFrame(
         {

@@ -101,6 +101,13 @@ class DeviceSpec(BaseModel):
         max_length=MAX_ENTRIES,
         description="dense GEMM peak where GEMMs run on other units (CDNA fp32: matrix cores)",
     )
+    dies: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="compute dies on the board whose peaks and bandwidth the sheet sums (MI250: 2); "
+        "one GEMM runs on one die",
+    )
     resources: dict[ShortText, ResourceCount] = Field(
         default_factory=dict,
         max_length=MAX_ENTRIES,
@@ -116,7 +123,7 @@ class DeviceSpec(BaseModel):
 
     @field_validator(
         "year", "compute_units", "boost_clock_mhz", "memory_gb", "memory_bandwidth_gbs", "llc_mb", "tdp_w",
-        "launch_price_usd", mode="before",
+        "launch_price_usd", "dies", mode="before",
     )  # fmt: skip
     @classmethod
     def _not_a_bool(cls, value: object) -> object:
@@ -149,11 +156,13 @@ class DeviceSpec(BaseModel):
         return self.peak_tflops[want] * scale, fallback
 
     def gemm_peak(self, dtype: Dtype) -> tuple[float, bool]:
-        """Peak TFLOP/s of a dense GEMM in a dtype (``gemm_peak_tflops`` where given), and whether it
-        came from a fallback dtype."""
+        """Peak TFLOP/s of one dense GEMM in a dtype (``gemm_peak_tflops`` where given; one die's share
+        on a multi-die board), and whether it came from a fallback dtype."""
         if Dtype(dtype) in self.gemm_peak_tflops:
-            return self.gemm_peak_tflops[Dtype(dtype)], False
-        return self.peak(dtype)
+            peak, fallback = self.gemm_peak_tflops[Dtype(dtype)], False
+        else:
+            peak, fallback = self.peak(dtype)
+        return peak / (self.dies or 1), fallback
 
 
 def normalise(name: str) -> list[str]:

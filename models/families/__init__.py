@@ -21,6 +21,7 @@ from preflight.models.families.curve import ExtrapolationFamily, LastValueFamily
 from preflight.models.families.gnn import GnnFamily
 from preflight.models.families.kernel_sum import KernelSumFamily
 from preflight.models.families.linear import LinearFamily
+from preflight.models.families.physics import PhysicsFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.transformer import TransformerFamily
 from preflight.models.families.tree import TreeFamily
@@ -51,6 +52,7 @@ FAMILIES: dict[str, type[Family]] = {
     "last-value": LastValueFamily,
     "kernel-sum": KernelSumFamily,
     "transformer": TransformerFamily,
+    "physics": PhysicsFamily,
 }
 
 

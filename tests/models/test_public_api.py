@@ -116,7 +116,7 @@ def test_a_report_is_one_page_with_its_figures_and_is_logged(home, tmp_path):
     embedded = re.findall(r"src='data:image/png;base64,([^']+)'", text)
     assert len(embedded) >= 3 and all(base64.b64decode(png)[:4] == b"\x89PNG" for png in embedded)
     assert "http://" not in text and "https://" not in text  # self-contained
-    assert "v1 (tree, champion)" in text and "v2 (roofline, challenger)" in text
+    assert "v1 (physics, champion)" in text and "v2 (roofline, challenger)" in text
     settings = Settings(home=home)
     champion = tracking.versions(settings, "gemm")[-1]
     logged = {a.path for a in tracking.client(settings).list_artifacts(champion["run_id"], "report")}

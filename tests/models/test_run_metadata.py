@@ -21,7 +21,7 @@ def champion(trained_home):
 
 def test_the_run_is_named_by_task_family_sources_and_split(champion):
     _, run = champion
-    assert run.info.run_name == "gemm · tree · local-gemm · grouped-cv:shape-kernel"
+    assert run.info.run_name == "gemm · physics · local-gemm · grouped-cv:shape-kernel"
 
 
 def test_the_run_records_the_checkouts_git_commit(champion):

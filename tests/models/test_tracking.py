@@ -12,7 +12,7 @@ def test_train_registers_a_champion_with_metrics_and_plots(settings, catalogue):
     result = train(TASK, settings, catalogue, paths={"local-gemm": local_gemm.SHIPPED})
     assert result.promotion.promoted and result.promotion.info.version == "1"
     predictor, info = tracking.load_champion(settings, "gemm")
-    assert info.family == "tree" and predictor.targets == ["runtime_ms"]
+    assert info.family == "physics" and predictor.targets == ["runtime_ms"]
     run = tracking.client(settings).get_run(info.run_id)
     assert "runtime_ms_mape" in run.data.metrics and "baseline_runtime_ms_mape" in run.data.metrics
     artifacts = {a.path for a in tracking.client(settings).list_artifacts(info.run_id, "plots")}
@@ -42,7 +42,7 @@ def test_loading_a_missing_champion_says_how_to_train(settings):
 
 
 def test_a_family_the_task_does_not_list_is_refused(settings, catalogue):
-    with pytest.raises(UsageError, match="its families: tree, roofline"):
+    with pytest.raises(UsageError, match="its families: physics, tree, roofline"):
         train(TASK, settings, catalogue, family="crystal-ball", paths={"local-gemm": local_gemm.SHIPPED})
 
 

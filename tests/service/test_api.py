@@ -64,7 +64,7 @@ def test_tasks_list_schema_targets_and_champion(client):
     }
     assert tasks["nas-accuracy"]["targets"]["accuracy"]["scale"] == "identity"
     assert {"m", "n", "k", "dtype", "device"} <= set(gemm["input_schema"]["properties"])
-    assert gemm["champion"]["family"] == "tree"
+    assert gemm["champion"]["family"] == "physics"
 
 
 def test_predicts_an_unmeasured_device_from_its_spec_sheet_with_intervals(client):

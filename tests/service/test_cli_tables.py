@@ -91,7 +91,7 @@ def test_evaluate_prints_model_and_baseline_side_by_side(deepbench):
         next(line for line in lines if "mape" in line).split()
     )
     row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["runtime_ms"])
-    assert lines[row].split()[2] == "tree" and lines[row + 1].split()[0] == "roofline"
+    assert lines[row].split()[2] == "physics" and lines[row + 1].split()[0] == "roofline"
     assert result.stderr == ""  # no terminal: no progress bars
 
 
@@ -110,7 +110,7 @@ def test_evaluate_draws_progress_on_a_terminal_and_keeps_stdout_json(deepbench):
     result = runner.invoke(app, args, env=TERMINAL)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["split"] == "device" and len(result.stdout.splitlines()) == 1
-    for bar in ("gemm tree vs roofline: device splits", "gemm tree: calibration folds", "fit on every row"):
+    for bar in ("gemm physics vs roofline: device splits", "gemm physics: calibration folds", "fit on every row"):
         assert bar in result.stderr
 
 

@@ -1,0 +1,162 @@
+"""GEMMs on GPUs absent from training, the way a user meets them: a newer generation, another vendor,
+one device left out, with and without ten of its measurements.
+
+    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/gpu_physics.py [--only NAME ...] [--family F]
+
+Scenarios (each through ``evaluate.train_test``, the path of ``preflight evaluate --train --test``):
+NeuSight's own (the A100 80GB from its five training GPUs), a generation held out (A100 40GB from
+Pascal, Volta and Turing; V100 from Pascal), another vendor (AMD MI100 / MI210 from the NVIDIA GPUs),
+DeepBench leaving one device out with 0 and 10 shots (compared on the same rows), and GPPerf's RTX 4070
+from DeepBench's devices. Per device (and operator): MAPE, median APE, the 0.9 interval's coverage and
+width (high / low), and the plain roofline (the spec sheet's limit) beside. Writes
+bench/out/gpu_physics.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from preflight.data import sources
+from preflight.data.catalogue import Catalogue
+from preflight.data.settings import Settings
+from preflight.models import evaluate
+from preflight.models.datasets import load_source
+from preflight.models.task import get_task
+
+TASK = get_task("gemm")
+SETTINGS = Settings()
+CATALOGUE = Catalogue.load(SETTINGS.devices_file)
+OUT = Path(__file__).parent / "out" / "gpu_physics.json"
+PASCAL = ["Tesla P4", "Tesla P100-PCIE-16GB"]
+OLDER = [*PASCAL, "Tesla V100-PCIE-32GB", "Tesla T4"]
+
+
+def _rows(source: str, name: str | None = None) -> pd.DataFrame:
+    """A public source's rows, or those of one of its files (NeuSight's ``name``)."""
+    path = sources.default_path(source, SETTINGS.datasets)
+    if path is None or SETTINGS.datasets is None:
+        raise SystemExit(f"{source}: file not found; set PREFLIGHT_DATASETS to the datasets folder")
+    if name is not None:
+        path = path.parent / name
+    return TASK.rows(load_source(source, path, SETTINGS, CATALOGUE, store=False)[0])
+
+
+def _errors(estimate: np.ndarray, y: np.ndarray) -> dict:
+    ape = np.abs(estimate - y) / y * 100
+    return {"mape": float(ape.mean()), "median_ape": float(np.median(ape))}
+
+
+def _scored(outcome: evaluate.Outcome, test: pd.DataFrame, by: list[str]) -> dict:
+    """Per device (and ``by`` columns of the test rows): the model's and the plain roofline's errors,
+    the interval's coverage and its median width (high / low)."""
+    rows = test.iloc[outcome.test_index].reset_index(drop=True)
+    plain = TASK.featurize(rows, CATALOGUE).reference["runtime_ms"].to_numpy()
+    y = outcome.y["runtime_ms"].to_numpy()
+    value, low, high = (getattr(outcome.model, s)["runtime_ms"].to_numpy() for s in ("value", "low", "high"))
+    out = {}
+    for key, part in rows.assign(device=outcome.groups.to_numpy()).groupby(["device", *by]):
+        at = part.index.to_numpy()
+        out[" / ".join(map(str, np.atleast_1d(key)))] = {
+            "n": len(at),
+            **_errors(value[at], y[at]),
+            "coverage": float(np.mean((y[at] >= low[at]) & (y[at] <= high[at]))),
+            "width": float(np.median(high[at] / low[at])),
+            "plain roofline": _errors(plain[at], y[at]),
+        }
+    return out
+
+
+def _train_test(train: pd.DataFrame, test: pd.DataFrame, family: str, by: list[str], shots: int = 0) -> dict:
+    outcome = evaluate.train_test(TASK, train, test, CATALOGUE, family, "shape", shots=shots)
+    return _scored(outcome, test, by)
+
+
+def neusight(family: str) -> dict[str, dict]:
+    train, test = _rows("neusight"), _rows("neusight", "gemm_test.csv")
+    both = pd.concat([train, test], ignore_index=True)
+    amd = _rows("neusight", "amd_gemm.csv")
+    a100_80 = test[test.device == "NVIDIA A100 80GB PCIe"]
+    return {
+        "A100 80GB from NeuSight's five GPUs": _train_test(train, a100_80, family, ["kernel"]),
+        "A100 40GB from Pascal, Volta, Turing": _train_test(
+            both[both.device.isin(OLDER)], both[both.device == "NVIDIA A100-PCIE-40GB"], family, ["kernel"]
+        ),
+        "V100 from Pascal": _train_test(
+            both[both.device.isin(PASCAL)], both[both.device == "Tesla V100-PCIE-32GB"], family, ["kernel"]
+        ),
+        "AMD MI100, MI210 from the NVIDIA GPUs": _train_test(both, amd, family, ["kernel"]),
+    }
+
+
+def deepbench(family: str) -> dict[str, dict]:
+    """Each device left out: zero-shot on all its rows; 10 shots, and zero-shot again, on the rows not
+    given as shots (so that the two compare on the same rows)."""
+    rows = _rows("deepbench")
+    out: dict[str, dict] = {name: {} for name in (DEEPBENCH, DEEPBENCH_REST, DEEPBENCH_SHOTS)}
+    for device in sorted(rows["device"].unique()):
+        held = (rows["device"] == device).to_numpy()
+        train, test = rows[~held], rows[held].reset_index(drop=True)
+        adapted = evaluate.train_test(TASK, train, test, CATALOGUE, family, "shape", shots=10)
+        rest = test.iloc[adapted.test_index].reset_index(drop=True)
+        out[DEEPBENCH] |= _train_test(train, test, family, [])
+        out[DEEPBENCH_REST] |= _train_test(train, rest, family, [])
+        out[DEEPBENCH_SHOTS] |= _scored(adapted, test, [])
+    return out
+
+
+DEEPBENCH = "DeepBench, one device left out"
+DEEPBENCH_REST = "DeepBench, one device left out, the rows not given as shots"
+DEEPBENCH_SHOTS = "DeepBench, one device left out, 10 shots"
+
+
+def rtx4070(family: str) -> dict[str, dict]:
+    return {"RTX 4070 (GPPerf) from DeepBench": _train_test(_rows("deepbench"), _rows("gpperf"), family, [])}
+
+
+SCENARIOS: dict[str, Callable[[str], dict[str, dict]]] = {
+    "neusight": neusight,
+    "deepbench": deepbench,
+    "rtx4070": rtx4070,
+}
+
+
+def _print(name: str, result: dict, seconds: float) -> None:
+    print(f"\n{name}  ({seconds:.0f} s)")
+    head = ("n", "MAPE", "median", "cov", "width", "roofline")
+    print(f"  {'device / op':48s} " + " ".join(f"{h:>{w}s}" for h, w in zip(head, (6, 6, 7, 5, 6, 15))))
+    for key, e in result.items():
+        roof = e["plain roofline"]
+        print(
+            f"  {key:48s} {e['n']:6d} {e['mape']:5.1f}% {e['median_ape']:6.1f}% {e['coverage']:5.2f} "
+            f"{e['width']:5.2f}x {roof['mape']:6.1f}% / {roof['median_ape']:4.1f}%"
+        )
+    mean = {k: float(np.mean([e[k] for e in result.values()])) for k in ("mape", "median_ape", "coverage")}
+    figures = f"{mean['mape']:5.1f}% {mean['median_ape']:6.1f}% {mean['coverage']:5.2f}"
+    print(f"  {'mean over the rows above':55s} {figures}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", nargs="*", choices=list(SCENARIOS), default=list(SCENARIOS))
+    parser.add_argument("--family", default=TASK.default_family, choices=TASK.families)
+    args = parser.parse_args()
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    for scenario in args.only:
+        start = time.perf_counter()
+        for name, result in SCENARIOS[scenario](args.family).items():
+            results.setdefault(args.family, {})[name] = result
+            _print(name, result, time.perf_counter() - start)
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,586 @@
+"""A performance law with learned parts: per-device physical parameters and a bounded shape term.
+
+For a GEMM on device ``d`` in dtype ``τ`` (a *unit*)::
+
+    time = t0 + ‖(C / η_c, M / η_m)‖₈ / g(shape)
+
+``C`` and ``M`` are the spec sheet's compute and memory times (work over the dtype's GEMM peak,
+traffic over the bandwidth; ``compute_ms``/``memory_ms`` of the featurizer's meta), ``η_c, η_m ∈
+(0, 1]`` the unit's achievable compute and bandwidth efficiency, ``t0`` its launch floor, and
+``g ∈ (0, 1]`` a shape term learned across devices by a tree, monotone non-decreasing in the size
+of the work (``SHAPE_MONOTONE``). The 8-norm is a smooth ``max`` that is never below it, so no
+estimate beats the roofline, and a larger GEMM of the same aspect is never less efficient.
+
+Units measured in training get their parameters by a maximum a posteriori fit to their rows. Any
+other unit takes them from a prior on spec-sheet facts (``Prior``): the compute efficiency falls
+with the power headroom of the board (its TDP over what its peak would draw at its process node's
+energy per FLOP: a power roofline), fitted on the measured vector units of its kind; a matrix unit
+(tensor cores: never measured in the shipped data) starts from ``MATRIX_EFFICIENCY`` of its dense
+peak, the range public cuBLAS figures give for large GEMMs, under the same power roofline. A unit of
+a measured device that was not itself measured moves by ``SAME_DEVICE_SHARE`` of that device's
+measured deviation from the prior.
+
+``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
+parameters as the prior), never the shape term: measurements of one device leave every other
+device's estimates bit-identical.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from preflight.data.errors import DataError
+from preflight.features import Features
+from preflight.features.gemm import LAUNCH_FLOOR_MS
+from preflight.models.families.tree import TreeFamily
+from preflight.models.targets import Encoding, Target, encodings_from_state
+from scipy.optimize import least_squares
+
+#: Meta columns the law reads (the GEMM featurizer's).
+COMPUTE, MEMORY, MATRIX, HEADROOM = "compute_ms", "memory_ms", "matrix_units", "power_headroom_log2"
+#: ``X`` columns no shape term reads: device identity it could memorise instead of shape.
+DEVICE_COLUMNS = ("ridge_log2", "vendor", "peak_is_fallback")
+#: Columns a GPU's shape term leaves out besides: the dtype, which the units' parameters carry (a
+#: dtype's shape effects learned on vector units would otherwise be applied to matrix units, which no
+#: training row measured), and the working set over L2 (tiling hides it on a GPU; it is what made the
+#: free tree's efficiency fall as GEMMs grew).
+GPU_COLUMNS = ("working_set_over_llc_log2", "dtype", "math_dtype", "element_bytes")
+#: A GPU's shape term never falls as the work or its intensity grows, nor as less of a wave or a tile
+#: is padding. Other kinds' (a CPU's cache hierarchy makes efficiency rise and fall with size, and an
+#: emulated dtype has its own shape) are learned freely, on every column but the device's identity.
+SHAPE_MONOTONE = {
+    c: 1
+    for c in (
+        "m_log2",
+        "n_log2",
+        "k_log2",
+        "min_dim_log2",
+        "roofline_us_log2",
+        "library_waves_log2",
+        "intensity_log2",
+        "intensity_over_ridge_log2",
+        "tile_intensity_over_ridge_log2",
+        "kernel_waves_log2",
+        "library_wave_efficiency",
+        "library_tile_efficiency",
+        "kernel_wave_efficiency",
+        "kernel_tile_efficiency",
+    )
+}
+#: The norm that joins compute and memory time: a smooth max, never below the max.
+NORM = 8.0
+#: A matrix unit's large-GEMM efficiency of its dense peak with no power cap (cuBLAS on A100/H100-class
+#: parts reaches roughly 0.6-0.8), and its log-scale uncertainty, wide because it was never measured here.
+MATRIX_EFFICIENCY, MATRIX_SIGMA = 0.70, 0.30
+#: Share of a measured device's deviation from the prior that its unmeasured dtypes take, and of a
+#: measured architecture's that its unmeasured devices take (an A100 80GB from the A100 40GB).
+SAME_DEVICE_SHARE, SAME_ARCHITECTURE_SHARE = 0.5, 0.8
+#: Launch floors t0 (ms): at least the featurizer's by kind (2 µs on a GPU), else 0.1 µs; at most 10 ms.
+MIN_FLOOR_MS, MAX_FLOOR_MS = 1e-4, 10.0
+#: Log-scale spread of a trained unit's parameters when a user's shots adapt it (a user's setup may
+#: differ from the one measured in training).
+TRAINED_SIGMA = 0.15
+#: Least log-scale noise of a user's measurement against the law when it adapts a unit: the shape
+#: term errs more on a device it never saw than on its training rows.
+SHOT_NOISE = 0.1
+#: Rows per unit the fit reads at most (seeded sample): a kernel sweep of one shape adds nothing past it.
+MAX_ROWS_PER_UNIT = 4000
+#: Quantile of the shape term over the training rows that is taken as g = 1 (its top, robust to a few
+#: rows faster than their unit's efficiency).
+SHAPE_TOP = 0.99
+#: Least efficiency a unit may be fitted to.
+MIN_ETA = 1e-4
+
+
+@dataclass
+class Unit:
+    """One device-dtype's parameters on the log scale, their spread (0: fitted on many rows), and the
+    shape trees' raw output that is g = 1 for it (``moved``: log g = min(0, raw - moved))."""
+
+    log_eta_c: float
+    log_eta_m: float
+    log_t0: float
+    sigma: float = 0.0
+    moved: float = 0.0
+
+
+def units(meta: pd.DataFrame) -> np.ndarray:
+    """Each row's unit key, ``device/dtype``."""
+    return (meta["device_id"].astype(str) + "/" + meta["math_dtype"].astype(str)).to_numpy()
+
+
+def shape_group(meta: pd.DataFrame) -> np.ndarray:
+    """Which shape tree reads each row: ``gpu``, or ``other`` for every other kind."""
+    return np.where(meta["device_kind"].astype(str).to_numpy() == "gpu", "gpu", "other")
+
+
+def _floor_ms(kind: str) -> float:
+    return LAUNCH_FLOOR_MS.get(kind, MIN_FLOOR_MS)
+
+
+def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
+    """log time from the terms, per-row parameters ``unit[rows, 3]`` and the shape term log g ≤ 0, in
+    log space throughout (no overflow for any GEMM a request can name)."""
+    with np.errstate(divide="ignore"):
+        log_compute, log_memory = np.log(compute) - unit[:, 0], np.log(memory) - unit[:, 1]
+    log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
+    return np.logaddexp(unit[:, 2], log_bound - log_g)
+
+
+@dataclass
+class Prior:
+    """Zero-shot parameters of a unit from its spec-sheet facts, per device kind."""
+
+    slope: float  # log η_c per log2 of power headroom below saturation
+    saturation: float  # log2 headroom past which the power cap no longer binds
+    vector: dict[str, float]  # kind -> log η_c of an uncapped vector unit
+    sigma_c: dict[str, float]
+    log_eta_m: dict[str, float]
+    log_t0: dict[str, float]
+
+    def cap(self, headroom: np.ndarray) -> np.ndarray:
+        """log η_c lost to the power cap (0 without a TDP or year)."""
+        return np.nan_to_num(self.slope * np.minimum(0.0, headroom - self.saturation))
+
+    def parameters(self, kind: np.ndarray, matrix: np.ndarray, headroom: np.ndarray) -> np.ndarray:
+        """``[rows, 4]``: log η_c, log η_m, log t0 and the spread of log η_c."""
+        fallback = "gpu" if "gpu" in self.vector else next(iter(self.vector))
+        known = np.array([k if k in self.vector else fallback for k in kind])
+        base = np.where(matrix > 0, np.log(MATRIX_EFFICIENCY), _lookup(self.vector, known))
+        sigma = np.where(matrix > 0, MATRIX_SIGMA, _lookup(self.sigma_c, known))
+        log_eta_c = np.minimum(0.0, base + self.cap(headroom))
+        return np.column_stack(
+            [log_eta_c, _lookup(self.log_eta_m, known), _lookup(self.log_t0, known), sigma]
+        )
+
+    @classmethod
+    def fit(cls, table: pd.DataFrame) -> Prior:
+        """From fitted units (``kind, dtype, matrix, headroom, library, log_eta_c, log_eta_m, log_t0``):
+        the power roofline on measured fp32 GPU units of library calls (the vector FMA its energy per
+        FLOP is about; DP4A int8 is not), medians per kind elsewhere."""
+        gpu = table[(table.kind == "gpu") & (table.dtype == "fp32") & table.library & table.headroom.notna()]
+        slope, saturation = _power_roofline(gpu.headroom.to_numpy(), gpu.log_eta_c.to_numpy())
+        capped = table.log_eta_c - np.nan_to_num(slope * np.minimum(0.0, table.headroom - saturation))
+        table = table.assign(uncapped=capped)
+        vector, sigma_c, log_eta_m, log_t0 = {}, {}, {}, {}
+        for kind, part in table.groupby("kind"):
+            library = part[part.library] if part.library.any() else part
+            vector[kind] = float(np.median(library.uncapped))
+            spread = (
+                float(np.sqrt(np.mean((library.uncapped - vector[kind]) ** 2))) if len(library) > 1 else 0.3
+            )
+            sigma_c[kind] = max(spread * np.sqrt(1 + 1 / len(library)), 0.1)
+            log_eta_m[kind] = float(np.median(part.log_eta_m))
+            log_t0[kind] = float(np.median(part.log_t0))
+        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0)
+
+
+def raw(unit: Unit) -> np.ndarray:
+    """A unit's parameters against the shape trees' raw output (undoing ``bounded``)."""
+    return np.array([unit.log_eta_c - unit.moved, unit.log_eta_m - unit.moved, unit.log_t0])
+
+
+def bounded(unit: Unit, shift: float) -> Unit:
+    """A unit fitted against the shape trees' raw output, made physical: the trees' top (``shift``)
+    becomes g = 1 and what that takes from the time moves into the efficiencies, as far as they stay
+    ≤ 1 (a unit already at its roofline keeps g clipped at 1 instead)."""
+    moved = min(shift, -unit.log_eta_c)
+    return replace(
+        unit,
+        log_eta_c=min(0.0, unit.log_eta_c + moved),
+        log_eta_m=min(0.0, unit.log_eta_m + moved),
+        moved=moved,
+    )
+
+
+def _lookup(by_kind: dict[str, float], kinds: np.ndarray) -> np.ndarray:
+    return np.array([by_kind[k] for k in kinds], dtype=float)
+
+
+def _power_roofline(headroom: np.ndarray, log_eta: np.ndarray) -> tuple[float, float]:
+    """Slope and saturation of log η = a + slope · min(0, headroom - saturation), by least squares
+    over a grid of saturations (the slope kept in [0, 1]); no slope with fewer than four units."""
+    if len(headroom) < 4:
+        return 0.0, 0.0
+    best = (np.inf, 0.0, 0.0)
+    for saturation in np.linspace(np.min(headroom), np.max(headroom), 25):
+        x = np.minimum(0.0, headroom - saturation)
+        design = np.column_stack([np.ones_like(x), x])
+        (intercept, slope), *_ = np.linalg.lstsq(design, log_eta, rcond=None)
+        slope = float(np.clip(slope, 0.0, 1.0))
+        error = float(np.sum((log_eta - np.mean(log_eta - slope * x) - slope * x) ** 2))
+        if error < best[0]:
+            best = (error, slope, float(saturation))
+    return best[1], best[2]
+
+
+class PhysicsFamily:
+    name = "physics"
+
+    def __init__(
+        self,
+        *,
+        targets: dict[str, Target],
+        n_estimators: int = 200,
+        num_leaves: int = 31,
+        learning_rate: float = 0.05,
+        max_rows_per_unit: int = MAX_ROWS_PER_UNIT,
+        seed: int = 0,
+    ) -> None:
+        self.targets, self.seed = targets, seed
+        self.n_estimators, self.num_leaves, self.learning_rate = n_estimators, num_leaves, learning_rate
+        self.max_rows_per_unit = max_rows_per_unit
+
+    def get_params(self) -> dict:
+        keys = ("n_estimators", "num_leaves", "learning_rate", "max_rows_per_unit", "seed")
+        return {k: getattr(self, k) for k in keys}
+
+    # fitting -------------------------------------------------------------------------------------------
+
+    def fit(
+        self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
+    ) -> PhysicsFamily:
+        measured = [t for t in Y.columns if self.targets[t].present(Y[t]).sum() >= 2]
+        if len(measured) > 1:
+            raise DataError(f"the physics family learns one time target, got {measured}")
+        if not measured:
+            raise DataError(f"too few rows with {', '.join(Y.columns)} to learn it ({len(Y)} rows in all)")
+        self.target_name_ = str(measured[0])
+        target = self.targets[self.target_name_]
+        self.encodings_ = {self.target_name_: Encoding(target, relative=False)}
+        rows = self._sample(features, Y, sample_weight)
+        features, y = features.take(rows), Y[self.target_name_].to_numpy(dtype=float)[rows]
+        weight = np.ones(len(rows)) if sample_weight is None else np.asarray(sample_weight, float)[rows]
+        keys, kinds = units(features.meta), features.meta["device_kind"].astype(str).to_numpy()
+        params = self._initial(features, y, keys, kinds)
+        for _ in range(2):  # shape term given the units, then the units given the shape term
+            self.shape_ = self._fit_shape(features, y, keys, params, weight)
+            raw = self._raw_log_g(features)
+            params = {
+                key: self._map_fit(
+                    features, y, raw, keys == key, prior=params[key], prior_sigma=1.0, weight=weight
+                )
+                for key in np.unique(keys)
+            }
+        # g ≤ 1 with the efficiencies as upper envelopes: the shape term's top moves into each unit, as
+        # far as its efficiency allows
+        self.shift_ = float(np.quantile(raw, SHAPE_TOP))
+        self.units_ = {key: bounded(u, self.shift_) for key, u in params.items()}
+        self.prior_ = Prior.fit(self._unit_table(features, keys, kinds))
+        self.measured_ = self._measured(features, keys, self.units_)
+        self.adapted_: dict[str, Unit] = {}
+        self.adapted_measured_: dict[str, dict] = {}
+        self.residual_sigma_ = float(
+            np.sqrt(np.average((np.log(y) - self._log_time(features)) ** 2, weights=weight))
+        )
+        return self
+
+    def _sample(self, features: Features, Y: pd.DataFrame, weight: np.ndarray | None) -> np.ndarray:
+        """Usable rows, at most ``max_rows_per_unit`` per unit (seeded)."""
+        y = Y[self.target_name_].to_numpy(dtype=float)
+        meta = features.meta
+        usable = (
+            np.isfinite(y)
+            & (y > 0)
+            & (meta[COMPUTE].to_numpy(float) > 0)
+            & (meta[MEMORY].to_numpy(float) > 0)
+        )
+        if weight is not None:
+            usable &= np.asarray(weight, float) > 0
+        rng = np.random.default_rng(self.seed)
+        keys = units(meta)
+        chosen = []
+        for key in np.unique(keys[usable]):
+            at = np.flatnonzero(usable & (keys == key))
+            chosen.append(
+                rng.choice(at, self.max_rows_per_unit, replace=False)
+                if len(at) > self.max_rows_per_unit
+                else at
+            )
+        if not chosen:
+            raise DataError("no GEMM rows with a runtime and a spec-sheet roofline to learn from")
+        return np.sort(np.concatenate(chosen))
+
+    def _initial(
+        self, features: Features, y: np.ndarray, keys: np.ndarray, kinds: np.ndarray
+    ) -> dict[str, Unit]:
+        """Start values: a high quantile of the achieved efficiency (compute- or memory-bound rows), and
+        half the fastest small GEMM as the floor."""
+        compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+        out = {}
+        for key in np.unique(keys):
+            at = keys == key
+            c, m, t = compute[at], memory[at], y[at]
+            eta_c = np.quantile(c / t, 0.9) if (c >= m).sum() >= 3 else 0.5
+            eta_m = np.quantile((m / t)[m > c], 0.9) if (m > c).sum() >= 3 else 0.5
+            small = t[np.maximum(c, m) < 0.1 * t]
+            floor = _floor_ms(kinds[at][0])
+            t0 = 0.5 * float(np.min(small)) if len(small) else 10 * floor
+            out[key] = Unit(
+                float(np.log(np.clip(eta_c, MIN_ETA, 1))),
+                float(np.log(np.clip(eta_m, MIN_ETA, 1))),
+                float(np.log(np.clip(t0, floor, MAX_FLOOR_MS))),
+            )
+        return out
+
+    def _fit_shape(
+        self, features: Features, y: np.ndarray, keys: np.ndarray, params: dict[str, Unit], weight: np.ndarray
+    ) -> dict[str, TreeFamily]:
+        """The shape term, one tree per group of kinds (``shape_group``): log g = log(bound at the unit's
+        efficiencies / time past the floor)."""
+        unit = np.array([[params[k].log_eta_c, params[k].log_eta_m, params[k].log_t0] for k in keys])
+        compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+        bound = np.exp(
+            law(compute, memory, np.column_stack([unit[:, :2], np.full(len(y), -np.inf)]), np.zeros(len(y)))
+        )
+        log_g = np.log(bound / np.maximum(y - np.exp(unit[:, 2]), 0.1 * y))
+        groups = shape_group(features.meta)
+        trees = {}
+        for group in np.unique(groups):
+            rows = np.flatnonzero(groups == group)
+            gpu = group == "gpu"
+            excluded = DEVICE_COLUMNS + (GPU_COLUMNS if gpu else ())
+            columns = [c for c in features.X.columns if c not in excluded]
+            shape = Features(
+                X=features.X[columns].iloc[rows].reset_index(drop=True),
+                reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
+                meta=features.meta.iloc[rows].reset_index(drop=True),
+                monotone={"log_g": {c: d for c, d in SHAPE_MONOTONE.items() if c in columns and gpu}},
+            )
+            tree = TreeFamily(
+                targets={"log_g": Target("", "identity")},
+                n_estimators=self.n_estimators,
+                num_leaves=self.num_leaves,
+                learning_rate=self.learning_rate,
+                seed=self.seed,
+            )
+            trees[group] = tree.fit(shape, pd.DataFrame({"log_g": log_g[rows]}), sample_weight=weight[rows])
+        return trees
+
+    def _map_fit(
+        self,
+        features: Features,
+        y: np.ndarray,
+        log_g: np.ndarray,
+        rows: np.ndarray,
+        *,
+        prior: Unit,
+        prior_sigma: float,
+        weight: np.ndarray | None = None,
+        noise: float = 0.2,
+    ) -> Unit:
+        """The unit's parameters that best explain its rows under the law, shrunk to ``prior`` with a
+        log-scale spread ``prior_sigma`` (the residual spread of the shape term as the noise)."""
+        kind = str(features.meta["device_kind"].iloc[np.flatnonzero(rows)[0]])
+        compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rows = rows & np.isfinite(np.log(y) + np.log(compute) + np.log(memory) + log_g)
+        if not rows.any():  # nothing the law can read: the prior stands
+            return replace(prior, sigma=0.0)
+        compute, memory, log_y, g = compute[rows], memory[rows], np.log(y[rows]), log_g[rows]
+        w = np.sqrt(np.ones(len(log_y)) if weight is None else np.asarray(weight, float)[rows])
+        start = np.array([prior.log_eta_c, prior.log_eta_m, prior.log_t0])
+        lower = np.array([np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind))])
+        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS)])
+
+        def residual(theta: np.ndarray) -> np.ndarray:
+            fitted = law(compute, memory, np.broadcast_to(theta, (len(log_y), 3)), g)
+            return np.r_[w * (log_y - fitted) / noise, (theta - start) / prior_sigma]
+
+        solution = least_squares(
+            residual, np.clip(start, lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
+        )
+        return Unit(*map(float, solution.x), sigma=0.0, moved=prior.moved)
+
+    def _unit_table(self, features: Features, keys: np.ndarray, kinds: np.ndarray) -> pd.DataFrame:
+        meta = features.meta.assign(unit=keys, kind=kinds)
+        first = meta.groupby("unit", sort=True).agg(
+            kind=("kind", "first"),
+            dtype=("math_dtype", "first"),
+            matrix=(MATRIX, "first"),
+            headroom=(HEADROOM, "first"),
+            library=("stratum", lambda s: bool((~s.str.endswith(".kernel")).mean() > 0.5)),
+        )
+        params = pd.DataFrame(
+            {k: raw(u) for k, u in self.units_.items()}, index=["log_eta_c", "log_eta_m", "log_t0"]
+        ).T
+        return first.join(params)
+
+    # predicting ----------------------------------------------------------------------------------------
+
+    def _raw_log_g(self, features: Features) -> np.ndarray:
+        """The shape trees' output, before it is shifted and bounded: each row from its group's tree,
+        or the other group's where training had none of its kinds."""
+        groups, out = shape_group(features.meta), np.zeros(len(features.X))
+        for group in np.unique(groups):
+            rows = np.flatnonzero(groups == group)
+            tree = self.shape_.get(group) or next(iter(self.shape_.values()))
+            part = Features(
+                X=features.X.iloc[rows],
+                reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
+                meta=features.meta.iloc[rows],
+            )
+            out[rows] = tree.predict(part)["log_g"].to_numpy()
+        return out
+
+    def parameters(self, meta: pd.DataFrame) -> np.ndarray:
+        """Each row's unit parameters ``[rows, 5]`` (log η_c, log η_m, log t0, spread of log η_c, moved):
+        adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
+        units) moved by the measured deviation of the same device's, or else the same architecture's,
+        units of its class (vector or matrix), then bounded."""
+        keys = units(meta)
+        distinct, first, index = np.unique(keys, return_index=True, return_inverse=True)
+        head = meta.iloc[first]
+        prior = self._prior(head)
+        known = self.units_ | self.adapted_
+        out = np.empty((len(distinct), 5))
+        for i, key in enumerate(distinct):
+            if key in known:
+                u = known[key]
+                out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
+            else:
+                guess = Unit(*(prior[i, :3] + self._deviation(head.iloc[i])), sigma=prior[i, 3])
+                u = bounded(guess, self.shift_)
+                out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
+        return out[index]
+
+    def _prior(self, meta: pd.DataFrame) -> np.ndarray:
+        return self.prior_.parameters(
+            meta["device_kind"].astype(str).to_numpy(),
+            meta[MATRIX].to_numpy(float),
+            meta[HEADROOM].to_numpy(float),
+        )
+
+    def _measured(self, features: Features, keys: np.ndarray, fitted: dict[str, Unit]) -> dict[str, dict]:
+        """Per fitted unit: its device, architecture, class and deviation from the prior (raw)."""
+        _, first = np.unique(keys, return_index=True)
+        head = features.meta.iloc[first]
+        prior = self._prior(head)
+        return {
+            key: {
+                "device": str(row["device_id"]),
+                "architecture": str(row["architecture"]),
+                "matrix": float(row[MATRIX]),
+                "deviation": (raw(fitted[key]) - prior[i, :3]).tolist(),
+            }
+            for i, (key, (_, row)) in enumerate(zip(keys[first], head.iterrows()))
+            if key in fitted
+        }
+
+    def _deviation(self, row: pd.Series) -> np.ndarray:
+        """What the measured units of the row's device (share ``SAME_DEVICE_SHARE``), or else the units
+        of its architecture measured in training (``SAME_ARCHITECTURE_SHARE``), of the same class say
+        about its parameters: their mean deviation from their prior (log η_c, log η_m, log t0). A
+        user's measurements move their own device only."""
+        sources = (
+            ("device", "device_id", SAME_DEVICE_SHARE, self.measured_ | self.adapted_measured_),
+            ("architecture", "architecture", SAME_ARCHITECTURE_SHARE, self.measured_),
+        )
+        for field, column, share, measured in sources:
+            same = [
+                m["deviation"]
+                for m in measured.values()
+                if m["matrix"] == float(row[MATRIX]) and m[field] == str(row[column])
+            ]
+            if same:
+                return share * np.mean(same, axis=0)
+        return np.zeros(3)
+
+    def _log_g(self, features: Features, params: np.ndarray) -> np.ndarray:
+        """Each row's log g ≤ 0, given its unit's parameters (``parameters``)."""
+        return np.minimum(0.0, self._raw_log_g(features) - params[:, 4])
+
+    def _log_time(self, features: Features) -> np.ndarray:
+        compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+        params = self.parameters(features.meta)
+        return law(compute, memory, params[:, :3], self._log_g(features, params))
+
+    def predict(self, features: Features) -> pd.DataFrame:
+        return pd.DataFrame({self.target_name_: np.exp(self._log_time(features))}, index=features.X.index)
+
+    # adapting ------------------------------------------------------------------------------------------
+
+    def adapt(self, features: Features, Y: pd.DataFrame) -> PhysicsFamily:
+        """A copy whose measured units' parameters are updated by the measurements (MAP, with their
+        current parameters as the prior); the shape term and every other unit are shared unchanged."""
+        new = copy.copy(self)
+        new.adapted_, new.adapted_measured_ = {}, {}
+        y = Y[self.target_name_].to_numpy(dtype=float)
+        usable = np.isfinite(y) & (y > 0)
+        keys, current = units(features.meta), self.parameters(features.meta)
+        log_g = self._log_g(features, current)
+        for key in np.unique(keys[usable]):
+            rows = usable & (keys == key)
+            prior = Unit(*map(float, current[np.flatnonzero(rows)[0]]))
+            new.adapted_[key] = self._posterior(features, y, log_g, rows, prior)
+        new.adapted_measured_ = new._measured(features, keys, new.adapted_)
+        return new
+
+    def _posterior(
+        self, features: Features, y: np.ndarray, log_g: np.ndarray, rows: np.ndarray, prior: Unit
+    ) -> Unit:
+        """The unit's MAP parameters given its measurements, kept only where they predict each
+        measurement left out better than the prior does (median absolute log error, leave-one-out):
+        a few noisy shots must never make a device's answers worse than none."""
+        fit = partial(
+            self._map_fit,
+            features,
+            y,
+            log_g,
+            prior=prior,
+            prior_sigma=max(prior.sigma, TRAINED_SIGMA),
+            noise=max(self.residual_sigma_, SHOT_NOISE),
+        )
+        posterior = fit(rows)
+        at = np.flatnonzero(rows)
+        if len(at) < 3:
+            return posterior
+        compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+
+        def error(unit: Unit, i: int) -> float:
+            theta = np.array([[unit.log_eta_c, unit.log_eta_m, unit.log_t0]])
+            return abs(np.log(y[i]) - law(compute[[i]], memory[[i]], theta, log_g[[i]])[0])
+
+        left_out = [error(fit(rows & (np.arange(len(rows)) != i)), i) for i in at]
+        return posterior if np.median(left_out) < np.median([error(prior, i) for i in at]) else prior
+
+    # saving --------------------------------------------------------------------------------------------
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for group, tree in self.shape_.items():
+            tree.save(directory / f"shape-{group}")
+        state = {
+            "params": self.get_params(),
+            "target": self.target_name_,
+            "encodings": {t: e.state() for t, e in self.encodings_.items()},
+            "shape_groups": sorted(self.shape_),
+            "residual_sigma": self.residual_sigma_,
+            "shift": self.shift_,
+            "units": {k: asdict(u) for k, u in self.units_.items()},
+            "prior": asdict(self.prior_),
+            "measured": self.measured_,
+        }
+        (directory / "physics.json").write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path) -> PhysicsFamily:
+        state = json.loads((directory / "physics.json").read_text())
+        encodings = encodings_from_state(state)
+        family = cls(targets={t: e.target for t, e in encodings.items()}, **state["params"])
+        family.target_name_, family.encodings_ = state["target"], encodings
+        family.residual_sigma_, family.shift_ = state["residual_sigma"], state["shift"]
+        family.units_ = {k: Unit(**u) for k, u in state["units"].items()}
+        family.prior_ = Prior(**state["prior"])
+        family.shape_ = {
+            group: TreeFamily.load(directory / f"shape-{group}") for group in state["shape_groups"]
+        }
+        family.measured_ = state["measured"]
+        family.adapted_, family.adapted_measured_ = {}, {}
+        return family

@@ -1,0 +1,148 @@
+"""Physics written down as tests, over every GPU in the catalogue: the GEMM champion's family trained
+on the shipped extracts (DeepBench, NeuSight) never answers faster than the roofline, gets no less
+efficient as a GEMM grows, has a launch floor, and adapts to one device without moving another."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from preflight.data import sources
+from preflight.data.catalogue import Catalogue
+from preflight.models.families.physics import PhysicsFamily
+from preflight.models.predictor import Predictor
+from preflight.models.task import get_task
+
+GEMM = get_task("gemm")
+DTYPES = ("fp32", "fp16", "bf16")
+SIZES = (4096, 8192, 16384, 32768)
+
+
+@pytest.fixture(scope="module")
+def shipped(catalogue: Catalogue) -> tuple[pd.DataFrame, object]:
+    """Rows of the shipped GPU extracts and their features."""
+    rows = pd.concat(
+        [GEMM.rows(sources.load(s, sources.default_path(s, None)).rows) for s in ("deepbench", "neusight")],
+        ignore_index=True,
+    )
+    return rows, GEMM.featurize(rows, catalogue)
+
+
+@pytest.fixture(scope="module")
+def predictor(shipped) -> Predictor:
+    rows, features = shipped
+    groups = GEMM.group_values(features.meta, GEMM.group_key)
+    return Predictor(GEMM, "physics").fit(features, GEMM.target_frame(rows), groups)
+
+
+def _gpus(catalogue: Catalogue) -> list[str]:
+    return [d.id for d in catalogue if d.kind == "gpu" and d.peak_tflops and d.memory_bandwidth_gbs]
+
+
+def _items(devices: list[str], shapes: list[tuple[int, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"m": m, "n": n, "k": k, "dtype": dtype, "device": device, "trans_a": False, "trans_b": False}
+            for device in devices
+            for dtype in DTYPES
+            for m, n, k in shapes
+        ]
+    )
+
+
+def _estimates(predictor: Predictor, catalogue: Catalogue, items: pd.DataFrame):
+    features = GEMM.featurize(GEMM.rows(items), catalogue)
+    return features, predictor.predict(features, 0.9)
+
+
+def test_no_estimate_or_interval_end_beats_the_roofline(predictor, catalogue):
+    shapes = [
+        (1, 1, 1),
+        (64, 64, 64),
+        (1, 4096, 4096),
+        (4096, 1, 4096),
+        (4096, 4096, 1),
+        *[(s, s, s) for s in SIZES],
+    ]
+    features, estimates = _estimates(predictor, catalogue, _items(_gpus(catalogue), shapes))
+    roofline = features.reference["runtime_ms"].to_numpy()
+    for side in ("value", "low", "high"):
+        runtime = getattr(estimates, side)["runtime_ms"].to_numpy()
+        assert (runtime >= roofline * (1 - 1e-12)).all(), side
+
+
+def test_a_larger_gemm_is_never_less_efficient(predictor, catalogue):
+    items = _items(_gpus(catalogue), [(s, s, s) for s in SIZES])
+    _, estimates = _estimates(predictor, catalogue, items)
+    tflops = 2.0 * items.m * items.n * items.k / estimates.value["runtime_ms"].to_numpy() / 1e9
+    table = items.assign(tflops=tflops.to_numpy()).pivot_table("tflops", ["device", "dtype"], "m")
+    falling = table[table.diff(axis=1).min(axis=1) < -0.05 * table.min(axis=1)]
+    assert falling.empty, falling
+
+
+def test_a_tiny_gemm_pays_the_launch_floor(predictor, catalogue):
+    _, estimates = _estimates(predictor, catalogue, _items(_gpus(catalogue), [(1, 1, 1)]))
+    assert (estimates.low["runtime_ms"] >= 2e-3).all() and (estimates.value["runtime_ms"] >= 2e-3).all()
+
+
+def test_a_tensor_core_gemm_is_tens_of_percent_off_its_peak(predictor, catalogue):
+    """The matrix-unit prior (no shipped row measures one): an H100 SXM's 4096³ fp16 within 0.2-0.3 ms,
+    its 0.9 interval no faster than the chip, and an SXM faster than a PCIe card."""
+    items = pd.DataFrame(
+        [
+            {
+                "m": 4096,
+                "n": 4096,
+                "k": 4096,
+                "dtype": "fp16",
+                "device": d,
+                "trans_a": False,
+                "trans_b": False,
+            }
+            for d in ("nvidia-h100-sxm5-80gb", "nvidia-h100-pcie-80gb")
+        ]
+    )
+    features, estimates = _estimates(predictor, catalogue, items)
+    sxm, pcie = estimates.value["runtime_ms"].to_numpy()
+    assert 0.2 <= sxm <= 0.3 and pcie > 1.2 * sxm
+    assert estimates.low["runtime_ms"].iloc[0] >= features.reference["runtime_ms"].iloc[0]
+
+
+def test_measurements_of_one_device_leave_every_other_answer_bit_identical(predictor, catalogue):
+    gpus = _gpus(catalogue)
+    items = _items(gpus, [(s, s, s) for s in (64, 1024, 4096)])
+    features, before = _estimates(predictor, catalogue, items)
+    shots = pd.DataFrame(
+        [{"m": s, "n": s, "k": s, "dtype": "fp16", "device": "nvidia-h100-sxm5-80gb", "trans_a": False,
+          "trans_b": False, "runtime_ms": 200.0 * s / 4096} for s in (1024, 2048, 4096)]
+    )  # fmt: skip
+    shot_features = GEMM.featurize(GEMM.rows(shots), catalogue)
+    adapted = predictor.adapted(shot_features, GEMM.target_frame(shots))
+    after = adapted.predict(features, 0.9)
+    others = (items.device != "nvidia-h100-sxm5-80gb").to_numpy()
+    for side in ("value", "low", "high"):
+        np.testing.assert_array_equal(
+            getattr(after, side).to_numpy()[others], getattr(before, side).to_numpy()[others]
+        )
+    h100 = ~others & (items.dtype == "fp16").to_numpy()
+    assert (after.value["runtime_ms"].to_numpy()[h100] > before.value["runtime_ms"].to_numpy()[h100]).all()
+    assert adapted.adaptation and adapted.adaptation != predictor.adaptation
+
+
+@pytest.mark.parametrize("device", ["nvidia-tesla-m40", "amd-radeon-instinct-mi25", "nvidia-titan-xp"])
+def test_ten_shots_are_never_worse_than_none(shipped, device):
+    """A DeepBench device held out, then adapted with 10 of its rows: the rest are no worse off."""
+    rows, features = shipped
+    held = (features.meta["device_id"] == device).to_numpy()
+    family = PhysicsFamily(targets=GEMM.targets).fit(
+        features.take(np.flatnonzero(~held)), GEMM.target_frame(rows[~held]).reset_index(drop=True)
+    )
+    at = np.flatnonzero(held)
+    shots = np.random.default_rng(0).choice(at, 10, replace=False)
+    rest = np.setdiff1d(at, shots)
+    measured = rows["runtime_ms"].to_numpy()[rest]
+
+    def median_ape(f: PhysicsFamily) -> float:
+        estimate = f.predict(features.take(rest))["runtime_ms"].to_numpy()
+        return float(np.median(np.abs(estimate - measured) / measured))
+
+    adapted = family.adapt(features.take(shots), GEMM.target_frame(rows.iloc[shots]).reset_index(drop=True))
+    assert median_ape(adapted) <= median_ape(family)
