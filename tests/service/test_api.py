@@ -268,3 +268,24 @@ def test_an_untrained_task_without_its_data_says_where_to_point_the_datasets(tmp
         detail = client.post("/v1/nas-latency/predict", json={"items": [item]}).json()["detail"]
     assert "preflight train nas-latency" in detail and "set PREFLIGHT_DATASETS to a folder" in detail
     assert "hw-nas-bench-360" in detail
+
+
+def test_a_registration_moves_only_the_measured_device_and_names_its_adaptation(client):
+    """Answers for every other device stay bit-identical over HTTP; the adapted answers carry a label of
+    the measurements they are adapted to, in the body and in a header."""
+    others = [ITEM | {"device": d} for d in ("T4", "A100 80GB PCIe", "H200", "cpu")]
+    p100 = {"m": 2048, "n": 2048, "k": 2048, "dtype": "fp32", "device": "NV_P100"}
+    before = client.post("/v1/gemm/predict", json={"items": [p100, *others]})
+    assert before.json()["model"]["adaptation"] is None and "X-Preflight-Adaptation" not in before.headers
+    estimate = before.json()["predictions"][0]["runtime_ms"]["value"]
+    measurements = [
+        p100 | {"m": s, "n": s, "k": s, "runtime_ms": 1.5 * estimate * (s / 2048) ** 3}
+        for s in (1024, 2048, 4096)
+    ]
+    registered = client.post("/v1/devices", json={"device": "NV_P100", "measurements": measurements})
+    assert registered.status_code == 201, registered.json()
+    after = client.post("/v1/gemm/predict", json={"items": [p100, *others]})
+    assert after.json()["predictions"][1:] == before.json()["predictions"][1:]
+    assert after.json()["predictions"][0]["runtime_ms"]["value"] > 1.2 * estimate
+    label = after.json()["model"]["adaptation"]
+    assert label and label.startswith("shots:3:") and after.headers["X-Preflight-Adaptation"] == label

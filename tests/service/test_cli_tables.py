@@ -110,7 +110,11 @@ def test_evaluate_draws_progress_on_a_terminal_and_keeps_stdout_json(deepbench):
     result = runner.invoke(app, args, env=TERMINAL)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["split"] == "device" and len(result.stdout.splitlines()) == 1
-    for bar in ("gemm physics vs roofline: device splits", "gemm physics: calibration folds", "fit on every row"):
+    for bar in (
+        "gemm physics vs roofline: device splits",
+        "gemm physics: calibration folds",
+        "fit on every row",
+    ):
         assert bar in result.stderr
 
 
