@@ -71,6 +71,8 @@ MONOTONE = {"runtime_ms": {"roofline_us_log2": -1}}
 MATRIX_ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna", "rdna 3")
 #: Dtypes a matrix unit runs (fp32 and fp64 GEMMs stay on the vector units in cuBLAS's default mode).
 MATRIX_DTYPES = frozenset({Dtype.fp16, Dtype.bf16, Dtype.tf32, Dtype.fp8, Dtype.int8})
+#: A GEMM whose roofline time is at least this (µs) is large: launch and ramp-up no longer dominate.
+LARGE_US = 100.0
 #: The least time a kernel launch takes, by device kind (ms): the roofline's floor.
 LAUNCH_FLOOR_MS = {"gpu": 2e-3}
 #: How much faster than DRAM a working set that fits the last-level cache streams (L2 on a GPU, L3 on
@@ -165,6 +167,19 @@ def power_headroom_log2(
     return np.log2(tdp_w / draw)
 
 
+def _strata(
+    kinds: np.ndarray, library: np.ndarray, roofline_ms: np.ndarray, matrix: np.ndarray
+) -> np.ndarray:
+    """Calibration strata, parent first (``gpu.library.large.matrix``): each kind of device errs
+    differently, tuned-kernel sweeps differently from library calls, a large GEMM (its error is the
+    device's efficiency) less than a small one (launch and shape effects), and matrix units (never
+    measured in the shipped data) differently from vector units."""
+    source = np.where(library, ".library", ".kernel")
+    size = np.where(roofline_ms * 1e3 >= LARGE_US, ".large", ".small")
+    units = np.where(matrix > 0, ".matrix", "")
+    return np.char.add(np.char.add(np.char.add(kinds.astype(str), source), size), units)
+
+
 def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for canonical GEMM rows (loaders' tables or API items as rows).
 
@@ -253,13 +268,7 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "shape": _shapes(b, m, n, k),
             "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
             "dtype": dtype,
-            # calibration stratum (a parent, then a child: ``gpu.kernel``): each kind of device errs
-            # differently, tuned-kernel sweeps differently from library calls, and matrix units (never
-            # measured in the shipped data) differently from vector units
-            "stratum": np.char.add(
-                kinds.astype(str),
-                np.where(np.isnan(kernel["block_m"]), np.where(matrix > 0, ".matrix", ""), ".kernel"),
-            ),
+            "stratum": _strata(kinds, np.isnan(kernel["block_m"]), roofline_ms, matrix),
             # the performance law's terms, for the physics family
             "compute_ms": compute_s * 1e3,
             "memory_ms": memory_s * 1e3,

@@ -121,7 +121,7 @@ class Predictor:
         task = self.task
         Y = Y[[t for t in Y.columns if t in task.learned_targets]]
         self.oof_, self.oof_fold_ = self._out_of_fold(
-            features, Y, groups, self.calibration_folds, "calibration folds"
+            features, Y, folds(groups.reset_index(drop=True), self.calibration_folds), "calibration folds"
         )
         row_strata, devices = strata(features.meta, task.stratum_column), self._devices(features.meta)
         self.calibration_ = Calibration(task.targets)
@@ -129,9 +129,8 @@ class Predictor:
         self.unseen_residuals_ = pd.DataFrame({"device_id": pd.Series(dtype=str)})
         machines = features.meta[task.machine] if task.machine else pd.Series(dtype=str)
         if machines.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
-            unseen, _ = self._out_of_fold(
-                features, Y, machines, self._n_folds(machines), "unseen-device folds"
-            )
+            splits = folds(machines.reset_index(drop=True), self._n_folds(machines))
+            unseen, _ = self._out_of_fold(features, Y, splits, "unseen-device folds")
             self.calibration_.add("unseen", Y, unseen, row_strata)
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
         self._calibrate_siblings(features, Y, row_strata)
@@ -151,28 +150,32 @@ class Predictor:
         return groups.nunique() if groups.nunique() <= LEAVE_ONE_OUT_MAX_GROUPS else self.calibration_folds
 
     def _calibrate_siblings(self, features: Features, Y: pd.DataFrame, row_strata: np.ndarray) -> None:
-        """The ``sibling`` side: a device never measured whose machine (architecture) was, calibrated by
-        leaving one device out, on the rows of machines with at least two devices (an A100 80GB beside
-        the A100 40GB errs less than a generation never seen)."""
+        """The ``sibling`` side: a device never measured whose machine (architecture) was, calibrated on
+        the devices of machines with at least two, held out a few devices at a time (at most the
+        calibration folds) while every other row trains (an A100 80GB beside the A100 40GB errs less
+        than a generation never seen)."""
         machine, device = self.task.machine_column, self.task.device_column
         if machine is None or device is None or machine == device:
             return
         devices, machines = features.meta[device].astype(str), features.meta[machine].astype(str)
-        shared = machines.map(devices.groupby(machines).nunique()).to_numpy() >= 2
-        if devices.nunique() < 2 or not shared.any():
+        shared = np.flatnonzero(machines.map(devices.groupby(machines).nunique()).to_numpy() >= 2)
+        if devices.iloc[shared].nunique() < 2:
             return
-        sibling, _ = self._out_of_fold(features, Y, devices, self._n_folds(devices), "sibling-device folds")
-        rows = np.flatnonzero(shared)
-        self.calibration_.add("sibling", Y.iloc[rows], sibling.iloc[rows], row_strata[rows])
+        splits = [
+            (np.setdiff1d(np.arange(len(Y)), shared[held]), shared[held])
+            for _, held in folds(devices.iloc[shared].reset_index(drop=True), self.calibration_folds)
+        ]
+        sibling, _ = self._out_of_fold(features, Y, splits, "sibling-device folds")
+        self.calibration_.add("sibling", Y.iloc[shared], sibling.iloc[shared], row_strata[shared])
 
     def _out_of_fold(
-        self, features: Features, Y: pd.DataFrame, groups: pd.Series, n_folds: int, label: str
+        self, features: Features, Y: pd.DataFrame, splits: list[tuple[np.ndarray, np.ndarray]], label: str
     ) -> tuple[pd.DataFrame, np.ndarray]:
-        """Estimates for every row from a family fitted without its group, and each row's fold
-        (``label`` names the folds on the progress bar)."""
+        """Estimates for the held-out rows of each split from a family fitted on its training rows (NaN
+        for rows no split holds out), and each row's fold (``label`` names the folds on the progress
+        bar)."""
         oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
         fold_of = np.zeros(len(Y), dtype=int)
-        splits = folds(groups.reset_index(drop=True), n_folds)
         tracked = progress.track(splits, f"{self.task.name} {self.family}: {label}")
         for fold, (train, held) in enumerate(tracked):
             fold_of[held] = fold

@@ -127,10 +127,10 @@ def _floor_ms(kind: str) -> float:
 def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
     """log time from the terms, per-row parameters ``unit[rows, 3]`` and the shape term log g ≤ 0, in
     log space throughout (no overflow for any GEMM a request can name)."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a term of 0 or ∞ (a hostile GEMM) stays one
         log_compute, log_memory = np.log(compute) - unit[:, 0], np.log(memory) - unit[:, 1]
-    log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
-    return np.logaddexp(unit[:, 2], log_bound - log_g)
+        log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
+        return np.logaddexp(unit[:, 2], log_bound - log_g)
 
 
 @dataclass
@@ -405,7 +405,7 @@ class PhysicsFamily:
             dtype=("math_dtype", "first"),
             matrix=(MATRIX, "first"),
             headroom=(HEADROOM, "first"),
-            library=("stratum", lambda s: bool((~s.str.endswith(".kernel")).mean() > 0.5)),
+            library=("stratum", lambda s: bool(s.str.contains(".library", regex=False).mean() > 0.5)),
         )
         params = pd.DataFrame(
             {k: raw(u) for k, u in self.units_.items()}, index=["log_eta_c", "log_eta_m", "log_t0"]

@@ -142,10 +142,10 @@ def test_devices_known_only_by_spec_sheet_get_device_held_out_intervals(fitted, 
     estimates = predictor.predict(TASK.featurize(rows, catalogue), 0.9)
     ratio = (estimates.high["runtime_ms"] / estimates.value["runtime_ms"]).to_numpy()
     assert ratio[0] == pytest.approx(
-        np.exp(predictor.calibration_.calibrator("runtime_ms", "seen", "gpu").quantile(0.9))
+        np.exp(predictor.calibration_.calibrator("runtime_ms", "seen", "gpu.library.small").quantile(0.9))
     )
     assert ratio[1] == pytest.approx(
-        np.exp(predictor.calibration_.calibrator("runtime_ms", "unseen", "gpu").quantile(0.9))
+        np.exp(predictor.calibration_.calibrator("runtime_ms", "unseen", "gpu.library.small").quantile(0.9))
     )
 
 
