@@ -396,7 +396,8 @@ class PhysicsFamily:
         solution = least_squares(
             residual, np.clip(start, lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
         )
-        return Unit(*map(float, solution.x), sigma=0.0, moved=prior.moved)
+        log_eta_c, log_eta_m, log_t0 = map(float, solution.x)
+        return Unit(log_eta_c, log_eta_m, log_t0, sigma=0.0, moved=prior.moved)
 
     def _unit_table(self, features: Features, keys: np.ndarray, kinds: np.ndarray) -> pd.DataFrame:
         meta = features.meta.assign(unit=keys, kind=kinds)
@@ -445,7 +446,8 @@ class PhysicsFamily:
                 u = known[key]
                 out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
             else:
-                guess = Unit(*(prior[i, :3] + self._deviation(head.iloc[i])), sigma=prior[i, 3])
+                log_eta_c, log_eta_m, log_t0 = prior[i, :3] + self._deviation(head.iloc[i])
+                guess = Unit(float(log_eta_c), float(log_eta_m), float(log_t0), sigma=float(prior[i, 3]))
                 u = bounded(guess, self.shift_)
                 out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
         return out[index]
@@ -547,8 +549,8 @@ class PhysicsFamily:
             theta = np.array([[unit.log_eta_c, unit.log_eta_m, unit.log_t0]])
             return abs(np.log(y[i]) - law(compute[[i]], memory[[i]], theta, log_g[[i]])[0])
 
-        left_out = [error(fit(rows & (np.arange(len(rows)) != i)), i) for i in at]
-        return posterior if np.median(left_out) < np.median([error(prior, i) for i in at]) else prior
+        left_out = [error(fit(rows & (np.arange(len(rows)) != i)), int(i)) for i in at]
+        return posterior if np.median(left_out) < np.median([error(prior, int(i)) for i in at]) else prior
 
     # saving --------------------------------------------------------------------------------------------
 
