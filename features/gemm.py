@@ -104,17 +104,26 @@ def _devices(names: np.ndarray, catalogue: Catalogue) -> tuple[np.ndarray, list[
     return index, device.resolve(np.asarray(distinct), catalogue)
 
 
+def _per_device_dtype(
+    specs: list[DeviceSpec],
+    device_index: np.ndarray,
+    dtypes: np.ndarray,
+    function: Callable[[DeviceSpec, Dtype], tuple[float, ...]],
+) -> np.ndarray:
+    """``function(spec, dtype)`` of each row, ``[rows, values]``, called once per distinct device and
+    dtype."""
+    dtype_index, distinct = pd.factorize(dtypes, use_na_sentinel=False)
+    pair_index, pairs = pd.factorize(device_index * len(distinct) + dtype_index)
+    values = [function(specs[p // len(distinct)], Dtype(distinct[p % len(distinct)])) for p in pairs.tolist()]
+    return np.array(values, dtype=float).reshape(len(values), -1)[pair_index]
+
+
 def _peaks(
     specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's dense GEMM peak (TFLOP/s) and whether it came from a fallback dtype (1.0), looked up
-    once per distinct device and dtype."""
-    dtype_index, dtypes = pd.factorize(math_dtype, use_na_sentinel=False)
-    pair_index, pairs = pd.factorize(device_index * len(dtypes) + dtype_index)
-    peaks = [specs[p // len(dtypes)].gemm_peak(Dtype(dtypes[p % len(dtypes)])) for p in pairs.tolist()]
-    peak = np.array([p for p, _ in peaks], dtype=float)
-    fallback = np.array([f for _, f in peaks], dtype=float)
-    return peak[pair_index], fallback[pair_index]
+    """Each row's dense GEMM peak (TFLOP/s) and whether it came from a fallback dtype (1.0)."""
+    peaks = _per_device_dtype(specs, device_index, math_dtype, DeviceSpec.gemm_peak)
+    return peaks[:, 0], peaks[:, 1]
 
 
 def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> np.ndarray:
@@ -132,22 +141,21 @@ def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.nd
 
 
 def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
-    """Whether each row's GEMM runs on matrix units: a low-precision dtype with a native peak on a GPU
-    of a tensor-core generation."""
+    """Whether each row's GEMM runs on matrix units (1.0): a low-precision dtype with a native peak on
+    a GPU of a tensor-core generation."""
 
-    def runs_on_matrix_units(spec: DeviceSpec, dtype: str) -> bool:
+    def runs_on_matrix_units(spec: DeviceSpec, dtype: Dtype) -> tuple[float]:
         architecture = (spec.architecture or "").lower()
         return (
-            spec.kind == "gpu"
-            and Dtype(dtype) in MATRIX_DTYPES
-            and Dtype(dtype) in spec.peak_tflops
-            and architecture.startswith(MATRIX_ARCHITECTURES)
+            float(
+                spec.kind == "gpu"
+                and dtype in MATRIX_DTYPES
+                and dtype in spec.peak_tflops
+                and architecture.startswith(MATRIX_ARCHITECTURES)
+            ),
         )
 
-    keys = np.char.add(np.char.add(device_index.astype(str), "|"), math_dtype.astype(str))
-    return _each(
-        keys, lambda key: runs_on_matrix_units(specs[int(key.split("|")[0])], key.split("|")[1]), float
-    )
+    return _per_device_dtype(specs, device_index, math_dtype, runs_on_matrix_units)[:, 0]
 
 
 def power_headroom_log2(

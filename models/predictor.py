@@ -225,9 +225,8 @@ class Predictor:
         new = copy.copy(self)
         new.shot_data_ = fewshot.merge(self.shot_data_, features, Y, column)
         shot_features, shot_Y = new.shot_data_
-        adapt = getattr(self.base_family_, "adapt", None)
-        if adapt is not None:
-            new.family_ = adapt(shot_features, shot_Y)
+        if self._adapts_itself:
+            new.family_ = self.base_family_.adapt(shot_features, shot_Y)  # type: ignore[attr-defined]
         else:
             train_features, train_Y = self.train_
             both = pd.concat([train_Y[Y.columns], shot_Y], ignore_index=True)
@@ -245,9 +244,15 @@ class Predictor:
             base,
             self.unseen_residuals_,
             self.seed,
-            offset=adapt is None,
+            offset=not self._adapts_itself,
         )
         return new
+
+    @property
+    def _adapts_itself(self) -> bool:
+        """Whether the family adapts to measurements by itself (``adapt``: local by construction)
+        rather than by a refit with the shots."""
+        return hasattr(self.base_family_, "adapt")
 
     @property
     def adaptation(self) -> str | None:
@@ -264,7 +269,7 @@ class Predictor:
     def _estimate(self, features: Features) -> pd.DataFrame:
         """The family's estimates: the adapted family's for rows of measured devices, the unadapted
         family's for every other row."""
-        if self.family_ is self.base_family_ or hasattr(self.base_family_, "adapt"):
+        if self.family_ is self.base_family_ or self._adapts_itself:
             return self.family_.predict(features)
         measured = np.isin(self._devices(features.meta), list(self.shots_))
         value = self.base_family_.predict(features)

@@ -322,7 +322,7 @@ class ServiceState:
         measurement that no longer applies is logged and skipped at start-up; ``strict`` raises."""
         rows = self.measurements.get(task.name, []) if rows is None else rows
         if not rows or task.device_column is None:
-            return replace(champion, predictor=champion.base, info=replace(champion.info, adaptation=None))
+            return _unadapted(champion)
         frame = pd.DataFrame.from_records(rows)
         try:
             features = task.featurize(frame, self.catalogue)
@@ -334,7 +334,12 @@ class ServiceState:
             if strict:
                 raise
             log.error("stored measurements for %s were not applied: %s", task.name, exc)
-            return replace(champion, predictor=champion.base, info=replace(champion.info, adaptation=None))
+            return _unadapted(champion)
+
+
+def _unadapted(champion: Champion) -> Champion:
+    """The champion as loaded, answering with no measurements."""
+    return replace(champion, predictor=champion.base, info=replace(champion.info, adaptation=None))
 
 
 def _api_keys(settings: Settings) -> tuple[str, ...]:

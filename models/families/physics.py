@@ -13,12 +13,12 @@ estimate beats the roofline, and a larger GEMM of the same aspect is never less 
 
 Units measured in training get their parameters by a maximum a posteriori fit to their rows. Any
 other unit takes them from a prior on spec-sheet facts (``Prior``): the compute efficiency falls
-with the power headroom of the board (its TDP over what its peak would draw at its process node's
-energy per FLOP: a power roofline), fitted on the measured vector units of its kind; a matrix unit
-(tensor cores: never measured in the shipped data) starts from ``MATRIX_EFFICIENCY`` of its dense
-peak, the range public cuBLAS figures give for large GEMMs, under the same power roofline. A unit of
-a measured device that was not itself measured moves by ``SAME_DEVICE_SHARE`` of that device's
-measured deviation from the prior.
+with the power headroom of the board (its TDP over what its units would draw at its process node's
+energy per FLOP: a power roofline), fitted on the measured fp32 GPU units of library calls; a matrix
+unit (tensor cores: never measured in the shipped data) starts from ``MATRIX_EFFICIENCY`` of its
+dense peak, the range public cuBLAS figures give for large GEMMs, under the same power roofline. A
+unit that was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the
+prior, or else by ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training.
 
 ``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
 parameters as the prior), never the shape term: measurements of one device leave every other
@@ -145,8 +145,7 @@ class Prior:
     log_t0: dict[str, float]
 
     def cap(self, headroom: np.ndarray) -> np.ndarray:
-        """log η_c lost to the power cap (0 without a TDP or year)."""
-        return np.nan_to_num(self.slope * np.minimum(0.0, headroom - self.saturation))
+        return _power_cap(self.slope, self.saturation, headroom)
 
     def parameters(self, kind: np.ndarray, matrix: np.ndarray, headroom: np.ndarray) -> np.ndarray:
         """``[rows, 4]``: log η_c, log η_m, log t0 and the spread of log η_c."""
@@ -166,8 +165,7 @@ class Prior:
         FLOP is about; DP4A int8 is not), medians per kind elsewhere."""
         gpu = table[(table.kind == "gpu") & (table.dtype == "fp32") & table.library & table.headroom.notna()]
         slope, saturation = _power_roofline(gpu.headroom.to_numpy(), gpu.log_eta_c.to_numpy())
-        capped = table.log_eta_c - np.nan_to_num(slope * np.minimum(0.0, table.headroom - saturation))
-        table = table.assign(uncapped=capped)
+        table = table.assign(uncapped=table.log_eta_c - _power_cap(slope, saturation, table.headroom))
         vector, sigma_c, log_eta_m, log_t0 = {}, {}, {}, {}
         for kind, part in table.groupby("kind"):
             library = part[part.library] if part.library.any() else part
@@ -197,6 +195,11 @@ def bounded(unit: Unit, shift: float) -> Unit:
         log_eta_m=min(0.0, unit.log_eta_m + moved),
         moved=moved,
     )
+
+
+def _power_cap(slope: float, saturation: float, headroom: np.ndarray | pd.Series) -> np.ndarray:
+    """log η_c lost to the power cap (0 without a TDP or year)."""
+    return np.nan_to_num(slope * np.minimum(0.0, headroom - saturation))
 
 
 def _lookup(by_kind: dict[str, float], kinds: np.ndarray) -> np.ndarray:
@@ -257,8 +260,8 @@ class PhysicsFamily:
         rows = self._sample(features, Y, sample_weight)
         features, y = features.take(rows), Y[self.target_name_].to_numpy(dtype=float)[rows]
         weight = np.ones(len(rows)) if sample_weight is None else np.asarray(sample_weight, float)[rows]
-        keys, kinds = units(features.meta), features.meta["device_kind"].astype(str).to_numpy()
-        params = self._initial(features, y, keys, kinds)
+        keys = units(features.meta)
+        params = self._initial(features, y, keys)
         for _ in range(2):  # shape term given the units, then the units given the shape term
             self.shape_ = self._fit_shape(features, y, keys, params, weight)
             raw = self._raw_log_g(features)
@@ -272,7 +275,7 @@ class PhysicsFamily:
         # far as its efficiency allows
         self.shift_ = float(np.quantile(raw, SHAPE_TOP))
         self.units_ = {key: bounded(u, self.shift_) for key, u in params.items()}
-        self.prior_ = Prior.fit(self._unit_table(features, keys, kinds))
+        self.prior_ = Prior.fit(self._unit_table(features, keys))
         self.measured_ = self._measured(features, keys, self.units_)
         self.adapted_: dict[str, Unit] = {}
         self.adapted_measured_: dict[str, dict] = {}
@@ -307,12 +310,11 @@ class PhysicsFamily:
             raise DataError("no GEMM rows with a runtime and a spec-sheet roofline to learn from")
         return np.sort(np.concatenate(chosen))
 
-    def _initial(
-        self, features: Features, y: np.ndarray, keys: np.ndarray, kinds: np.ndarray
-    ) -> dict[str, Unit]:
+    def _initial(self, features: Features, y: np.ndarray, keys: np.ndarray) -> dict[str, Unit]:
         """Start values: a high quantile of the achieved efficiency (compute- or memory-bound rows), and
         half the fastest small GEMM as the floor."""
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+        kinds = features.meta["device_kind"].astype(str).to_numpy()
         out = {}
         for key in np.unique(keys):
             at = keys == key
@@ -399,14 +401,19 @@ class PhysicsFamily:
         log_eta_c, log_eta_m, log_t0 = map(float, solution.x)
         return Unit(log_eta_c, log_eta_m, log_t0, sigma=0.0, moved=prior.moved)
 
-    def _unit_table(self, features: Features, keys: np.ndarray, kinds: np.ndarray) -> pd.DataFrame:
-        meta = features.meta.assign(unit=keys, kind=kinds)
-        first = meta.groupby("unit", sort=True).agg(
-            kind=("kind", "first"),
-            dtype=("math_dtype", "first"),
-            matrix=(MATRIX, "first"),
-            headroom=(HEADROOM, "first"),
-            library=("stratum", lambda s: bool(s.str.contains(".library", regex=False).mean() > 0.5)),
+    def _unit_table(self, features: Features, keys: np.ndarray) -> pd.DataFrame:
+        """Per fitted unit: its kind, dtype, class, headroom, whether library calls measured it, and its
+        raw parameters (what ``Prior.fit`` reads)."""
+        first = (
+            features.meta.assign(unit=keys)
+            .groupby("unit", sort=True)
+            .agg(
+                kind=("device_kind", "first"),
+                dtype=("math_dtype", "first"),
+                matrix=(MATRIX, "first"),
+                headroom=(HEADROOM, "first"),
+                library=("stratum", lambda s: bool(s.str.contains(".library", regex=False).mean() > 0.5)),
+            )
         )
         params = pd.DataFrame(
             {k: raw(u) for k, u in self.units_.items()}, index=["log_eta_c", "log_eta_m", "log_t0"]
