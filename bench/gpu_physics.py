@@ -5,7 +5,7 @@ one device left out, with and without ten of its measurements.
 
 Scenarios (each through ``evaluate.train_test``, the path of ``preflight evaluate --train --test``):
 NeuSight's own (the A100 80GB from its five training GPUs), a generation held out (A100 40GB from
-Pascal, Volta and Turing; V100 from Pascal), another vendor (AMD MI100 / MI210 from the NVIDIA GPUs),
+Pascal, Volta and Turing; V100 and T4 from Pascal), another vendor (AMD MI100 / MI210 from the NVIDIA GPUs),
 DeepBench leaving one device out with 0 and 10 shots (compared on the same rows), and GPPerf's RTX 4070
 from DeepBench's devices. Per device (and operator): MAPE, median APE, the 0.9 interval's coverage and
 width (high / low), and the plain roofline (the spec sheet's limit) beside. Writes
@@ -89,6 +89,9 @@ def neusight(family: str) -> dict[str, dict]:
         ),
         "V100 from Pascal": _train_test(
             both[both.device.isin(PASCAL)], both[both.device == "Tesla V100-PCIE-32GB"], family, ["kernel"]
+        ),
+        "T4 from Pascal": _train_test(
+            both[both.device.isin(PASCAL)], both[both.device == "Tesla T4"], family, ["kernel"]
         ),
         "AMD MI100, MI210 from the NVIDIA GPUs": _train_test(both, amd, family, ["kernel"]),
     }
