@@ -33,7 +33,7 @@ def test_elementwise_kernels_become_one_operator_items(tmp_path, catalogue):
     assert "Kernel Name" not in loaded.rows  # observed by a profiler after the run: never an input
     task = get_task("model-latency")
     features = features_of.tabular(task.rows(loaded.rows), catalogue)
-    assert (features.meta["stratum"] == "operator").all()
+    assert (features.meta["stratum"] == "operator.fp32").all()
     assert features.parts.frame[features_of.PART_OBSERVED].tolist() == loaded.rows["latency_ms"].tolist()
 
 

@@ -83,6 +83,47 @@ def test_kernel_sum_on_a_new_batch_size_beats_the_plain_roofline(traces, catalog
     assert (estimates.low["latency_ms"] <= estimates.value["latency_ms"]).all()
 
 
+@pytest.fixture(scope="module")
+def trained(traces, catalogue):
+    _, rows = traces
+    features, Y = TASK.featurize(rows, catalogue), TASK.target_frame(rows)
+    groups = TASK.group_values(features.meta, TASK.group_key)
+    return Predictor(TASK, "kernel-sum").fit(features, Y, groups)
+
+
+def _estimate(predictor, catalogue, items):
+    rows = TASK.items_to_rows([ModelLatencyItem.model_validate(i) for i in items])
+    return predictor.predict(TASK.featurize(rows, catalogue))
+
+
+BERT_TRAINING = {"model": "bert_large", "batch": 8, "seq": 512, "mode": "train", "device": "H100"}
+
+
+def test_an_items_answer_does_not_depend_on_the_rest_of_the_request(trained, catalogue):
+    """A backward pass's two GEMMs of one size tie for the part's largest kernel: the tie must not be
+    broken by what else the request holds."""
+    other = {"model": "gpt2_large", "batch": 2, "seq": 1024, "mode": "inf", "device": "Tesla T4"}
+    alone = _estimate(trained, catalogue, [BERT_TRAINING])
+    beside = _estimate(trained, catalogue, [other, BERT_TRAINING, other])
+    for side in ("value", "low", "high"):
+        assert getattr(beside, side)["latency_ms"].iloc[1] == getattr(alone, side)["latency_ms"].iloc[0]
+
+
+def test_no_estimate_beats_the_summed_roofline_and_fp16_is_flagged_and_wider(trained, catalogue):
+    """The parts follow the GEMM performance law: an estimate is never below its summed roofline. No
+    trace measured fp16, so an fp16 item says so and takes the interval of a setting never seen."""
+    items = [BERT_TRAINING, BERT_TRAINING | {"dtype": "fp16"}]
+    rows = TASK.items_to_rows([ModelLatencyItem.model_validate(i) for i in items])
+    features = TASK.featurize(rows, catalogue)
+    estimates = trained.predict(features, coverage=0.5)  # eight sample traces: no 0.9 interval is finite
+    roofline = features.reference["latency_ms"].to_numpy()
+    assert (estimates.low["latency_ms"].to_numpy() >= roofline * (1 - 1e-9)).all()
+    assert "unseen:dtype=fp16" in estimates.reasons[1] and "unseen:dtype=fp16" not in estimates.reasons[0]
+    width = (estimates.high["latency_ms"] / estimates.low["latency_ms"]).to_numpy()
+    assert width[1] > width[0]
+    assert estimates.value["latency_ms"].iloc[1] < estimates.value["latency_ms"].iloc[0]  # tensor cores
+
+
 def test_route_answers_a_config_and_an_operator_list_and_names_bad_fields(home):
     with TestClient(create_app(Settings(home=home))) as client:
         items = [
