@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -196,7 +197,8 @@ def from_opgraph(nodes: Sequence[dict], edges: Sequence[Sequence[int]]) -> OpGra
         raise ValueError("each edge is a [from, to] pair of node positions")
     sizes = ("kernel", "expansion", "groups")
     parsed = tuple(Node(str(node["op"]), **{k: int(node[k]) for k in sizes if k in node}) for node in nodes)
-    return OpGraph("opgraph", parsed, tuple(sorted((int(a), int(b)) for a, b in edges)))
+    # an edge given twice carries the same data once: repeats collapse (they would multiply the paths)
+    return OpGraph("opgraph", parsed, tuple(sorted({(int(a), int(b)) for a, b in edges})))
 
 
 #: Largest explicit op graph accepted (FBNet, the largest space, has 24 nodes).
@@ -251,6 +253,22 @@ def notation(space: str, arch: str | list | dict) -> str:
         return "|".join(map(str, arch))
     _check_size(arch)
     return json.dumps(arch, separators=(",", ":"))
+
+
+#: Work units of an architecture (``models/budget.py``): a search space's notation is a few units, an
+#: explicit graph a unit per eight nodes, edges or adjacency cells (a dense 256-node graph ~4,000).
+NOTATION_COST, ELEMENTS_PER_UNIT = 4, 8
+
+
+def cost(arch: Any) -> float:
+    """The work of featurizing an architecture as sent (raw JSON), from the lengths of its lists."""
+    if not isinstance(arch, dict):
+        return NOTATION_COST
+    elements = 0
+    for value in arch.values():
+        if isinstance(value, list):
+            elements += len(value) + sum(len(row) for row in value[: MAX_NODES + 1] if isinstance(row, list))
+    return NOTATION_COST + elements / ELEMENTS_PER_UNIT
 
 
 def _check_size(arch: list | dict) -> None:

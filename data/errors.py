@@ -4,10 +4,13 @@ PreflightError
 ├── UsageError         an option or argument that cannot work (a family the task lacks,
 │                      an unknown split, --train without --test)           → 400 / CLI exit 2
 ├── DataError          a source file that cannot be read or validated      → 422 / CLI exit 1
+│   └── OverBudget     a request that asks for more work than one may: names
+│                      the item where the budget ran out, and by how much  → 422
 ├── UnknownTask        lists the known task names                          → 404 / CLI exit 2
 ├── UnknownDevice      lists close matches from the catalogue, and the
 │                      items of a batch that name it                       → 404 / CLI exit 1
 ├── DeviceConflict     a registration claims a name another device owns    → 409
+├── Cancelled          work whose request passed its deadline, stopped      → (the 504 is sent)
 └── ModelStateError    a model that cannot answer as asked (no scores
     │                  for a target, too few groups to calibrate)          → 409 / CLI exit 1
     ├── NotTrained     says which `preflight train ...` to run             → 503
@@ -31,6 +34,19 @@ class UsageError(PreflightError):
 
 class DataError(PreflightError):
     """A source file is missing, malformed, or has no usable rows."""
+
+
+class OverBudget(DataError):
+    """A request whose items together cost more than its budget (counted from their fields before any
+    work): ``loc`` is where the budget ran out (``["body", "items", 12]``)."""
+
+    def __init__(self, message: str, loc: list[str | int]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+class Cancelled(PreflightError):
+    """Work whose caller stopped waiting (its request's deadline passed): stopped at a check."""
 
 
 class UnknownTask(UsageError):

@@ -97,6 +97,23 @@ def known_kernels(datasets: Path | None) -> dict[str, str]:
     return {k: path for k in sorted(kernels) if (path := hlsyn.kernel_graph(folder, k))}
 
 
+#: Work units of a design (``models/budget.py``): parsing its graph and checking its pragmas costs
+#: about twenty GEMM estimates, plus one per four nodes or edges of a graph sent inline (GEXF text: per
+#: hundred characters).
+DESIGN_COST, GRAPH_ELEMENTS_PER_UNIT, GEXF_CHARACTERS_PER_UNIT = 20, 4, 100
+
+
+def item_cost(raw: dict) -> float:
+    """A design's work from its raw fields."""
+    graph = raw.get("graph")
+    if isinstance(graph, dict):
+        elements = sum(len(v) for v in graph.values() if isinstance(v, list))
+        return DESIGN_COST + elements / GRAPH_ELEMENTS_PER_UNIT
+    if isinstance(graph, str):
+        return DESIGN_COST + len(graph) / GEXF_CHARACTERS_PER_UNIT
+    return DESIGN_COST
+
+
 class FpgaItem(BaseModel):
     """One HLS design: a kernel (by name, or by its program graph) and its pragma values."""
 

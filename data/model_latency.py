@@ -35,6 +35,8 @@ CONFIGS_DIR = Path(__file__).with_name("public") / "model_configs"
 MAX_RANK = 8
 MAX_NUMEL = 2**48
 MAX_COUNT = 1_000_000
+#: Most layers a config may name (the largest published transformers have a few hundred).
+MAX_LAYERS = 10_000
 
 Mode = Literal["inf", "train"]
 Kind = Literal["gemm", "elementwise", "softmax", "layernorm", "embedding", "launch"]
@@ -576,11 +578,18 @@ def _switch_layer(config: dict, batch: int, seq: int, sparse: bool, cross: bool)
     return attention * (2 if cross else 1) + ff
 
 
+def _sparse_layers(layers: int, step: int) -> int:
+    """How many of ``layers`` are sparse (``i % step == 1``, or every one when step is 1), in O(1)."""
+    if step == 1:
+        return layers
+    return max(0, (layers - 2) // step + 1) if step > 1 else 0
+
+
 def _switch_stack(
     config: dict, batch: int, seq: int, layers: int, step: int, decoder: bool
 ) -> list[OperatorSpec]:
     """Encoder or decoder: layer ``i`` is sparse when ``i % step == 1`` (every layer when step is 1)."""
-    sparse = sum(1 for i in range(layers) if step > 0 and (i % step == 1 or step == 1))
+    sparse = _sparse_layers(layers, step)
     x, heads = [batch, seq, config["d_model"]], config["num_heads"]
     return [
         _op("embedding", [[batch, seq]], x),
@@ -612,6 +621,51 @@ def _switch(config: dict, batch: int, seq: int) -> list[OperatorSpec]:
     ]
 
 
+#: Work units of one operator of a model item (``models/budget.py``): featurizing and timing its
+#: kernels, forward and backward, costs about ten GEMM estimates.
+OPERATOR_COST = 10
+
+
+def item_cost(raw: dict) -> float:
+    """An item's work from its raw fields: ``OPERATOR_COST`` per operator given, or per operator the
+    largest shipped config of its model type builds (a layer count repeats operators, it adds none)."""
+    ops = raw.get("ops")
+    if isinstance(ops, list):
+        return OPERATOR_COST * len(ops)
+    model = raw.get("model")
+    config = model if isinstance(model, dict) else known_configs().get(str(model), {})
+    return OPERATOR_COST * _operators_per_type().get(str(config.get("model_type")), 1)
+
+
+@cache
+def _operators_per_type() -> dict[str, int]:
+    """The most operators a shipped config of each model type builds (at batch and sequence 1)."""
+    most: dict[str, int] = {}
+    for name, config in known_configs().items():
+        count = len(model_operators(name, 1, 1))
+        most[config["model_type"]] = max(most.get(config["model_type"], 0), count)
+    return most
+
+
+def _check_bounds(config: dict[str, Any]) -> None:
+    """Refuse a config whose numbers no model has before any work is spent on it: a layer count past
+    :data:`MAX_LAYERS`, any other size past :data:`MAX_DIM` (``num_layers: 10**8`` built its stack in a
+    loop for seconds, ``10**400`` for ever)."""
+    for key, value in config.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        limit = MAX_LAYERS if "layer" in key else MAX_DIM
+        if not 0 <= value <= limit:
+            raise DataError(f"config field {key!r} is {_short(value)}; it lies in [0, {limit}]")
+
+
+def _short(value: float) -> str:
+    """A number for a message (an integer of thousands of digits is not printed)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return repr(value)
+
+
 _BUILDERS: dict[str, Callable[[dict, int, int], list[OperatorSpec]]] = {
     "gpt2": _gpt2,
     "gpt_neo": _gpt_neo,
@@ -627,6 +681,7 @@ def config_ops(config: dict[str, Any], batch: int, seq: int) -> list[OperatorSpe
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in _BUILDERS:
         raise DataError(f"model_type {model_type!r} is not supported; supported: {', '.join(_BUILDERS)}")
+    _check_bounds(config)
     try:
         return _BUILDERS[model_type](config, batch, seq)
     except KeyError as exc:

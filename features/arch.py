@@ -88,8 +88,8 @@ def _flat_one(space: str, notation: str) -> tuple[float, ...]:
     }
     live, flow = _data_flow(g)
     row |= flow
-    for path in _short_paths(g):
-        row[f"arch_path_{path}"] += 1
+    for path, count in _short_paths(g).items():
+        row[f"arch_path_{path}"] = count
     for i, (node, depth_bin) in enumerate(zip(g.nodes, bins)):
         row[f"arch_count_{node.op}"] += 1
         row[f"arch_live_{node.op}"] += live[i]
@@ -115,21 +115,33 @@ def _role(node: Node) -> str | None:
     return None  # zero cuts a path; input and output are its ends
 
 
-def _short_paths(g: OpGraph) -> list[str]:
-    """Role sequences of the input-to-output paths through at most ``PATH_OPS`` ops."""
-    successors: dict[int, list[int]] = {}
+#: Index of each role sequence of ``PATHS`` (and of the empty sequence, -1 past the end), and the
+#: sequence one more role makes of it (``-1``: longer than ``PATH_OPS``).
+_SEQUENCES = ((), *(tuple(path.split("-")) for path in PATHS))
+_EXTENDED = {
+    role: np.array([_SEQUENCES.index((*seq, role)) if len(seq) < PATH_OPS else -1 for seq in _SEQUENCES])
+    for role in ROLES
+}
+
+
+def _short_paths(g: OpGraph) -> dict[str, float]:
+    """How many input-to-output paths through at most ``PATH_OPS`` ops carry each role sequence,
+    counted node by node in topological order (never listed: a dense graph has billions of them)."""
+    n = len(g.nodes)
+    adjacency = np.zeros((n, n))
     for a, b in g.edges:
-        successors.setdefault(a, []).append(b)
-    out, last = [], len(g.nodes) - 1
-    stack: list[tuple[int, tuple[str, ...]]] = [(0, ())]
-    while stack:
-        node, roles = stack.pop()
-        for nxt in successors.get(node, []):
-            if nxt == last:
-                out += ["-".join(roles)] if roles else []
-            elif (role := _role(g.nodes[nxt])) is not None and len(roles) < PATH_OPS:
-                stack.append((nxt, (*roles, role)))
-    return out
+        adjacency[a, b] = 1.0
+    reaching = np.zeros((n, len(_SEQUENCES)))  # paths from the input to a node, by role sequence
+    reaching[0, 0] = 1.0
+    for node in range(1, n - 1):
+        role = _role(g.nodes[node])
+        if role is None:
+            continue
+        arriving = adjacency[:node, node] @ reaching[:node]
+        kept = _EXTENDED[role] >= 0
+        np.add.at(reaching[node], _EXTENDED[role][kept], arriving[kept])
+    ending = adjacency[:, n - 1] @ reaching
+    return {path: float(ending[i]) for i, path in enumerate(PATHS, start=1) if ending[i]}
 
 
 def _data_flow(g: OpGraph) -> tuple[np.ndarray, dict[str, float]]:

@@ -64,9 +64,22 @@ class Task:
     #: from the runtime estimate); ``derive(features, estimates)`` fills them in, with warnings
     derived: tuple[str, ...] = ()
     derive: Callable[[Features, Any], None] | None = None
+    #: the work one raw item (a request's JSON, before validation) asks for, in O(1) from its fields, in
+    #: units of about one GEMM estimate (``models/budget.py``); ``cost_unit`` says what it counts
+    cost: Callable[[Any], float] | None = None
+    cost_unit: str = "one unit an item"
     #: hyperparameters a family takes on this task, beyond its defaults (fewer GNN epochs where every
     #: design of a kernel is a row of its own); what a caller passes overrides them
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def item_cost(self, raw: Any) -> float:
+        """What one raw item costs (at least 1; a malformed item costs 1 and fails validation later)."""
+        if self.cost is None or not isinstance(raw, dict):
+            return 1.0
+        try:
+            return max(1.0, float(self.cost(raw)))
+        except (TypeError, ValueError, OverflowError):
+            return 1.0
 
     @property
     def learned_targets(self) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.errors import DataError, UsageError
+from preflight.models import budget
 from preflight.models.inference import predict_items
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task, all_tasks
@@ -143,10 +144,6 @@ def prices_by_device(
     return by_id
 
 
-#: A what-if estimates every item on every device: at most this many estimates (a few seconds).
-MAX_ESTIMATES = 100_000
-
-
 def compare(
     task: Task,
     predictor: Predictor,
@@ -161,14 +158,10 @@ def compare(
     spec sheet without the needed peak) are skipped with the reason."""
     time = time_target(task)
     _check_workload(items)
-    if len(items) * len(devices) > MAX_ESTIMATES:
-        raise DataError(
-            f"a what-if of {len(items):,} items on {len(devices)} devices asks for "
-            f"{len(items) * len(devices):,} estimates, more than {MAX_ESTIMATES:,}: "
-            "fewer items (one of each shape, say) or fewer devices"
-        )
+    budget.check(task, items, per_item=len(devices), where="workload.items")
     runs, skipped = [], []
     for spec in devices:
+        budget.check_cancelled()  # a what-if past its deadline stops between devices
         on_device = _on_device(task, items, spec.id)
         try:
             runs.append(_run(task, predictor, catalogue, on_device, spec, coverage))

@@ -85,6 +85,19 @@ def _docs(app: FastAPI) -> None:
         )
 
 
+def _document_items(app: FastAPI) -> None:
+    """The OpenAPI document names each predict route's item model (the routes validate items off the
+    event loop, so FastAPI sees only their JSON)."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = predict.item_schemas(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: Settings | None = None, bootstrap: bool = False) -> FastAPI:
     """The app. With ``bootstrap``, missing champions are trained in the background after start-up,
     so ``/healthz`` answers at once and ``/readyz`` says 503 until they are loaded."""
@@ -126,6 +139,7 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
         fpga.router, reasons.router,
     ):  # fmt: skip
         app.include_router(router, dependencies=reads, responses=responses)
+    _document_items(app)
     app.add_middleware(Deadline, seconds=settings.request_timeout_s, exempt=CHANGES_STATE)
     _metrics(app)
     return app

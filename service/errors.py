@@ -14,6 +14,7 @@ from preflight.data.errors import (
     ModelStateError,
     ModelUnavailable,
     NotTrained,
+    OverBudget,
     PreflightError,
     UnknownDevice,
     UnknownTask,
@@ -98,6 +99,8 @@ async def preflight_error(request: Request, exc: Exception) -> JSONResponse:
     body: dict[str, object] = {"detail": str(exc), "error": type(exc).__name__}
     if isinstance(exc, UnknownTask):
         body["known"] = exc.known
+    if isinstance(exc, OverBudget):
+        body["loc"] = exc.loc
     if isinstance(exc, UnknownDevice):
         body["close_matches"] = exc.close
         if exc.items:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from preflight.models import budget
 from prometheus_client import Counter, Histogram
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,9 +40,10 @@ class Observed:
 
 
 class Deadline:
-    """A request not answered within ``seconds`` gets a 504 (its work finishes in the background);
-    paths under ``exempt`` (changes of state) run to the end, so a client is never told 504 about a
-    change that then lands."""
+    """A request not answered within ``seconds`` gets a 504, and its work stops at its next check
+    (``budget.check_cancelled``; merged prediction calls drop it between calls); paths under
+    ``exempt`` (changes of state) run to the end, so a client is never told 504 about a change that
+    then lands."""
 
     def __init__(self, app: ASGIApp, seconds: float, exempt: tuple[str, ...]) -> None:
         self.app, self.seconds, self.exempt = app, seconds, exempt
@@ -57,10 +59,13 @@ class Deadline:
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await asyncio.wait_for(self.app(scope, receive, noted), self.seconds)
-        except TimeoutError:
-            if started:  # too late for another status: the connection just ends
+        with budget.cancellable() as cancel:
+            try:
+                await asyncio.wait_for(self.app(scope, receive, noted), self.seconds)
                 return
-            detail = f"no answer within {self.seconds:g} s (PREFLIGHT_REQUEST_TIMEOUT_S); try fewer items"
-            await JSONResponse({"detail": detail}, status_code=504)(scope, receive, send)
+            except TimeoutError:
+                cancel.set()  # the work in worker threads stops at its next check
+        if started:  # too late for another status: the connection just ends
+            return
+        detail = f"no answer within {self.seconds:g} s (PREFLIGHT_REQUEST_TIMEOUT_S); try fewer items"
+        await JSONResponse({"detail": detail}, status_code=504)(scope, receive, send)

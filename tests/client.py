@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from preflight.data.settings import Settings
 from preflight.service.app import create_app
 
-KEY = "test-key"
+KEY = "test-key-0123456789"
 
 
 def api_client(home: Path, bootstrap: bool = False, **settings) -> TestClient:

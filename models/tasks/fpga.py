@@ -10,7 +10,7 @@ learned on the designs that did (only those have a latency and a footprint).
 
 from __future__ import annotations
 
-from preflight.data.fpga import FpgaItem
+from preflight.data.fpga import FpgaItem, item_cost
 from preflight.features import fpga as fpga_features
 from preflight.models.targets import Target
 from preflight.models.task import Task, register
@@ -72,5 +72,7 @@ FPGA = register(
         # a design is a row: 8 epochs over ~25k designs (~80 s on one core) learn what 100 over a few
         # thousand architectures do
         family_params={"gnn": {"epochs": 8, "batch_size": 256}},
+        cost=item_cost,
+        cost_unit="20 units a design, one more per four nodes or edges of its graph",
     )
 )

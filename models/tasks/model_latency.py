@@ -1,6 +1,6 @@
 """Whole-model latency (transformers, inference and training) on GPUs, as the sum of kernel estimates."""
 
-from preflight.data.model_latency import ModelLatencyItem
+from preflight.data.model_latency import OPERATOR_COST, ModelLatencyItem, item_cost
 from preflight.data.sources import neusight_traces
 from preflight.features import model_latency as model_latency_features
 from preflight.models.targets import Target
@@ -26,5 +26,7 @@ MODEL_LATENCY = register(
         metric="mape",
         # no trace measured fp16 or bf16: such items are flagged, and their stratum is uncalibrated
         seen_columns=("dtype",),
+        cost=item_cost,
+        cost_unit=f"{OPERATOR_COST} units an operator",
     )
 )

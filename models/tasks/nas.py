@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from preflight.data import arch
 from preflight.data.nas import ArchItem, CurveItem, LatencyItem
 from preflight.features import arch as arch_features
 from preflight.features import curve as curve_features
@@ -31,6 +32,11 @@ def measured_latency(table: pd.DataFrame) -> pd.DataFrame:
     return table[measured & named]
 
 
+def arch_cost(raw: dict) -> float:
+    """An item's work (``models/budget.py``): its architecture's, from the lengths of its lists."""
+    return arch.cost(raw.get("arch"))
+
+
 NAS_ACCURACY = register(
     Task(
         name="nas-accuracy",
@@ -55,6 +61,8 @@ NAS_ACCURACY = register(
         seen_columns=("dataset",),
         select=final_accuracy,
         max_rows_per_source=10_000,  # a first start trains every task: keep NAS to minutes on 2 cores
+        cost=arch_cost,
+        cost_unit="four units an architecture, one more per eight nodes or edges of a graph",
     )
 )
 
@@ -77,6 +85,8 @@ NAS_LATENCY = register(
         measured_devices=True,  # HELP's FPGA and Eyeriss have no spec sheet: learned from their latencies
         select=measured_latency,
         max_rows_per_source=10_000,
+        cost=arch_cost,
+        cost_unit="four units an architecture, one more per eight nodes or edges of a graph",
     )
 )
 
@@ -142,5 +152,7 @@ NAS_CURVE = register(
         device_column=None,
         seen_columns=("dataset",),
         select=partial_curves,
+        cost=arch_cost,
+        cost_unit="four units an architecture, one more per eight nodes or edges of a graph",
     )
 )

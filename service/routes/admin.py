@@ -3,9 +3,10 @@
 from fastapi import APIRouter, Depends
 from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
 from preflight.service.errors import LIMITS
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import Reloaded
 
-router = APIRouter(tags=["admin"], responses=LIMITS)
+router = APIRouter(tags=["admin"], responses=LIMITS, route_class=UnicodeRoute)
 
 
 @router.post(

@@ -10,9 +10,10 @@ from preflight.models.explore import explore
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
 from preflight.service.routes.predict import VSCALE
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import ExploreRequest, ExploreResponse, ModelInfoPublic
 
-router = APIRouter(tags=["fpga"])
+router = APIRouter(tags=["fpga"], route_class=UnicodeRoute)
 
 EXPLORATIONS: dict[str, Example] = {
     "graph": {

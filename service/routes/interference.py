@@ -8,9 +8,10 @@ from fastapi.openapi.models import Example
 from preflight.models.placement import place
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import ModelInfoPublic, PlaceRequest, PlaceResponse
 
-router = APIRouter(tags=["interference"])
+router = APIRouter(tags=["interference"], route_class=UnicodeRoute)
 
 PLACEMENTS: dict[str, Example] = {
     "hosts": {

@@ -8,9 +8,10 @@ from preflight.models.early_stop import decide
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
 from preflight.service.routes.predict import NB201_CELL
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import EarlyStopRequest, EarlyStopResponse, ModelInfoPublic
 
-router = APIRouter(tags=["nas"])
+router = APIRouter(tags=["nas"], route_class=UnicodeRoute)
 
 RUNS: dict[str, Example] = {
     "architecture": {

@@ -1,14 +1,19 @@
 """``POST /v1/{task}/predict``, one route per registered task, generated from the registry."""
 
+from functools import cache
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
 from preflight.data.errors import UnknownTask
+from preflight.models import budget
 from preflight.models.inference import predict_items
-from preflight.models.task import Task, all_tasks
+from preflight.models.task import Task, all_tasks, get_task
 from preflight.service.batching import Batcher
 from preflight.service.deps import StateDep, served
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import (
     ModelInfoPublic,
     PredictRequest,
@@ -17,7 +22,7 @@ from preflight.service.schemas import (
     predict_response,
 )
 from preflight.service.state import Champion, ServiceState
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 #: An answer as JSON, its predictions as ``Estimates.records`` made them: validating 10,000 of them
 #: against the typed model of the route's document would cost more than predicting them.
@@ -121,19 +126,51 @@ def _examples(task: Task) -> dict[str, Example] | None:
 
 def _endpoint(task: Task):
     async def predict(body: PredictRequest, state: StateDep, response: Response) -> Response:
-        champion = served(state, task.name, response)
-        records = await _batcher(state, task).predict(champion, body.items, body.coverage)
+        champion = served(state, task.name, response)  # 503 before a single item is read
+        costs = budget.check(task, body.items)  # priced from the raw items, before any work
+        items = await run_in_threadpool(validated_items, task, body.items)  # the loop stays free
+        records = await _batcher(state, task).predict(champion, items, body.coverage, costs)
         answer = PredictResponse(
             task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=records
         )
         return Response(_ANSWER.dump_json(answer), media_type="application/json", headers=response.headers)
 
-    # FastAPI validates with the task's item model, and documents the task's examples
-    predict.__annotations__["body"] = Annotated[predict_request(task), Body(openapi_examples=_examples(task))]
+    # the route reads items as JSON and validates them off the event loop; its document names the
+    # task's item model (``item_schemas`` adds it) with the task's examples
+    predict.__annotations__["body"] = Annotated[PredictRequest, Body(openapi_examples=_examples(task))]
     predict.__doc__ = (
         f"Estimates of {', '.join(task.targets)} with intervals and an out-of-distribution flag."
     )
     return predict
+
+
+def validated_items(task: Task, raw: list[Any]) -> list[Any]:
+    """The items validated as the task's item model; a 422 names each invalid field."""
+    try:
+        return _items_of(task.name).validate_python(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        raise RequestValidationError([{**e, "loc": ("body", "items", *e["loc"])} for e in errors]) from None
+
+
+@cache
+def _items_of(task: str) -> TypeAdapter:
+    return TypeAdapter(list[get_task(task).item])  # type: ignore[misc, arg-type]
+
+
+def item_schemas(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with each predict route's body named as its task's request model
+    (``<Task>PredictRequest``, items of the task's item model), its schemas among the components."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for task in all_tasks():
+        model = predict_request(task)
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in schema.pop("$defs", {}).items():
+            schemas.setdefault(name, definition)
+        schemas[model.__name__] = schema
+        body = document["paths"][f"/v1/{task.name}/predict"]["post"]["requestBody"]
+        body["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return document
 
 
 def _batcher(state: ServiceState, task: Task) -> Batcher:
@@ -148,7 +185,7 @@ def _batcher(state: ServiceState, task: Task) -> Batcher:
 
 
 def router() -> APIRouter:
-    api = APIRouter(tags=["predict"])
+    api = APIRouter(tags=["predict"], route_class=UnicodeRoute)
     for task in all_tasks():
         api.add_api_route(
             f"/v1/{task.name}/predict",

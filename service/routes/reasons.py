@@ -8,9 +8,10 @@ from fastapi.openapi.models import Example
 from preflight.models.predictor import CODES
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import ExplainRequest, Explanation, ReasonCode
 
-router = APIRouter(tags=["predict"])
+router = APIRouter(tags=["predict"], route_class=UnicodeRoute)
 
 WARNING_CODES: dict[str, Example] = {
     "gemm": {

@@ -1,9 +1,10 @@
 from fastapi import APIRouter
 from preflight.models.task import all_tasks
 from preflight.service.deps import StateDep
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import TargetPublic, TaskPublic
 
-router = APIRouter(tags=["tasks"])
+router = APIRouter(tags=["tasks"], route_class=UnicodeRoute)
 
 
 @router.get("/v1/tasks", response_model=list[TaskPublic])

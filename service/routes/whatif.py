@@ -7,9 +7,10 @@ from fastapi.openapi.models import Example
 from preflight.models import whatif
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import WhatIfRequest, WhatIfResponse
 
-router = APIRouter(tags=["whatif"])
+router = APIRouter(tags=["whatif"], route_class=UnicodeRoute)
 
 _GEMMS = [
     {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"},

@@ -254,10 +254,10 @@ def test_routes_that_change_state_need_the_generated_key_by_default(home):
 
 
 def test_protected_reads_need_a_configured_key(home):
-    settings = Settings(home=home, api_keys=["s3cret"], protect_reads=True, reload_interval_s=0)
+    settings = Settings(home=home, api_keys=["s3cret-0123456789ab"], protect_reads=True, reload_interval_s=0)
     with TestClient(create_app(settings)) as client:
         assert client.get("/v1/tasks").status_code == 401
-        assert client.get("/v1/tasks", headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert client.get("/v1/tasks", headers={"X-API-Key": "s3cret-0123456789ab"}).status_code == 200
         assert client.get("/healthz").status_code == 200
 
 

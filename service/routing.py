@@ -1,0 +1,70 @@
+"""The route class of every API router: a JSON body must be Unicode text.
+
+JSON may escape a lone surrogate (``"\\ud800"``), which decodes to a Python string that no UTF-8
+encoder accepts: echoed in an error or an answer it turned a bad request into a 500. Such a body is
+refused as invalid JSON (422) naming the field, before any route sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+
+class UnicodeRequest(Request):
+    """A request whose JSON body is refused (``json.JSONDecodeError``) if a string of it holds a lone
+    surrogate; checked only when the body has an escape at all (a raw surrogate is not UTF-8)."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            value = json.loads(body)
+            if b"\\u" in body:
+                _refuse_lone_surrogates(value, body.decode("utf-8", "replace"))
+            self._json = value
+        return self._json
+
+
+class UnicodeRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(UnicodeRequest(request.scope, request.receive))
+
+        return route
+
+
+def _refuse_lone_surrogates(value: Any, document: str) -> None:
+    for path, text in _strings(value):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            unit = f"\\u{ord(text[exc.start]):04x}"
+            where = ".".join(map(str, path)) or "the body"
+            raise json.JSONDecodeError(
+                f"{where} holds a lone surrogate ({unit}), which is not Unicode text",
+                document,
+                max(document.lower().find(unit), 0),
+            ) from None
+
+
+def _strings(value: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every string of a decoded JSON value, keys included, with its path (iteratively: a body may
+    nest deeper than Python recurses)."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            yield path, node
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                yield (*path, key), key
+                stack.append(((*path, key), child))
+        elif isinstance(node, list):
+            stack.extend(((*path, i), child) for i, child in enumerate(node))
