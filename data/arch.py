@@ -15,8 +15,8 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from functools import lru_cache, wraps
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -210,11 +210,30 @@ _JSON_FIELDS = {
 }
 
 
+#: Architectures kept parsed and featurized: a search space's short notations, met again and again by
+#: a search loop. One longer than ``CACHED_CHARS`` (a client's explicit graph, a dense one ~400 kB) is
+#: computed each time: unique large graphs would otherwise fill memory that is never given back.
+CACHED_ARCHITECTURES, CACHED_CHARS = 100_000, 4_096
+
+R = TypeVar("R")
+
+
+def cached_when_short(function: Callable[..., R]) -> Callable[..., R]:
+    """``function`` of string arguments, cached (LRU) where its last argument is a short notation."""
+    cached = lru_cache(maxsize=CACHED_ARCHITECTURES)(function)
+
+    @wraps(function)
+    def call(*args: str) -> R:
+        return cached(*args) if len(args[-1]) <= CACHED_CHARS else function(*args)
+
+    return call
+
+
 #: What malformed notation raises in the parsers (a value, a missing field, a wrong type, an overflow).
 NOTATION_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError)
 
 
-@lru_cache(maxsize=100_000)
+@cached_when_short
 def parse(space: str, arch: str) -> OpGraph:
     """An architecture from its space's native notation as stored in canonical tables (cached: a
     search loop or the service sees the same architectures again and again; the graph is immutable).

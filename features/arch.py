@@ -10,7 +10,6 @@ parses each architecture once.
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -74,7 +73,7 @@ FLAT_COLUMNS = (
 )
 
 
-@lru_cache(maxsize=100_000)
+@arch.cached_when_short
 def _flat_one(space: str, notation: str) -> tuple[float, ...]:
     g = arch.parse(space, notation)
     depths = g.depths()
@@ -199,7 +198,7 @@ def node_features(g: OpGraph) -> np.ndarray:
     return x
 
 
-@lru_cache(maxsize=100_000)
+@arch.cached_when_short
 def graph_arrays(key: str) -> GraphArrays:
     """The op graph of ``"<space>\\0<notation>"``: node features (sizes scaled) and edges both ways."""
     space, notation = key.split("\0", 1)

@@ -383,28 +383,46 @@ def _cut(text: str, most: int = 24) -> str:
 
 
 def _read_items(task: Task, path: Path) -> list:
-    """Items from a JSON file (a list, or ``{"items": [...]}``), validated as the HTTP API validates them."""
+    """Items from a JSON file (a list, or ``{"items": [...]}``), within the HTTP API's bounds (size,
+    nesting, Unicode, the request budget) and validated as it validates them."""
+    from preflight.models import budget
     from preflight.service.schemas import predict_request
     from pydantic import ValidationError
 
-    raw = _input_json(path)
+    raw = _input_json(path, "--input")
     items = raw.get("items") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         raise UsageError(f'--input {path}: not a JSON list of items, nor {{"items": [...]}}')
+    budget.check(task, items)
     try:
         return predict_request(task).model_validate({"items": items}).items
     except ValidationError as exc:
         raise DataError(f"--input {path}: {exc.error_count()} invalid fields ({_errors(exc)})") from exc
 
 
-def _input_json(path: Path) -> Any:
-    """The JSON in the ``--input`` file; a file that cannot be read, or is not JSON, is a usage error."""
+def _input_json(path: Path, option: str) -> Any:
+    """The JSON in an input file, read as the service reads a request body: at most
+    ``PREFLIGHT_MAX_BODY_BYTES`` (``/dev/zero`` is refused, not read for ever), nested no deeper than
+    Python parses, and Unicode text. A file that breaks one of these is a usage error."""
+    from preflight.service.routing import lone_surrogate
+
+    limit = _settings().max_body_bytes
     try:
-        return json.loads(path.read_bytes())
+        with path.open("rb") as file:
+            payload = file.read(limit + 1)
     except OSError as exc:
-        raise UsageError(f"--input {path}: {exc.strerror or exc}") from exc
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from exc
+    if len(payload) > limit:
+        raise UsageError(f"{option} {path}: larger than {limit:,} bytes (PREFLIGHT_MAX_BODY_BYTES)")
+    try:
+        value = json.loads(payload)
+    except RecursionError:
+        raise UsageError(f"{option} {path}: JSON nested too deeply") from None
     except ValueError as exc:  # not JSON, or not text
-        raise UsageError(f"--input {path}: not JSON ({exc})") from exc
+        raise UsageError(f"{option} {path}: not JSON ({exc})") from exc
+    if (found := lone_surrogate(value)) is not None:
+        raise UsageError(f"{option} {path}: {found[0]} holds a lone surrogate ({found[1]}), not Unicode text")
+    return value
 
 
 def _errors(exc: ValidationError) -> str:
@@ -478,9 +496,7 @@ def _read_workload(path: Path) -> Workload:
     from pydantic import ValidationError
 
     try:
-        return Workload.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise UsageError(f"--workload {path}: {exc}") from exc
+        return Workload.model_validate(_input_json(path, "--workload"))
     except ValidationError as exc:
         raise UsageError(f"--workload {path}: not a workload ({_errors(exc)})") from exc
 

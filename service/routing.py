@@ -41,17 +41,25 @@ class UnicodeRoute(APIRoute):
 
 
 def _refuse_lone_surrogates(value: Any, document: str) -> None:
+    found = lone_surrogate(value)
+    if found is not None:
+        where, unit = found
+        raise json.JSONDecodeError(
+            f"{where} holds a lone surrogate ({unit}), which is not Unicode text",
+            document,
+            max(document.lower().find(unit), 0),
+        )
+
+
+def lone_surrogate(value: Any) -> tuple[str, str] | None:
+    """Where a decoded JSON value first holds a lone surrogate (``items.0.device``) and its escape
+    (``\\ud800``), or None."""
     for path, text in _strings(value):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            unit = f"\\u{ord(text[exc.start]):04x}"
-            where = ".".join(map(str, path)) or "the body"
-            raise json.JSONDecodeError(
-                f"{where} holds a lone surrogate ({unit}), which is not Unicode text",
-                document,
-                max(document.lower().find(unit), 0),
-            ) from None
+            return ".".join(map(str, path)) or "the value", f"\\u{ord(text[exc.start]):04x}"
+    return None
 
 
 def _strings(value: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:

@@ -211,3 +211,22 @@ def test_a_grouped_split_of_one_group_says_so(tmp_path):
     path = _local_gemm_file(tmp_path, 40)
     args = ["evaluate", "gemm", "--source", "local-gemm", "--path", str(path), "--split", "device", "--json"]
     assert refused(args, code=1).startswith("DataError: a grouped split needs at least two groups")
+
+
+def test_an_input_file_gets_the_bounds_of_a_request_body(tmp_path, monkeypatch):
+    """Size, nesting, Unicode and the request budget: each a one-line refusal before any model work."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested too deeply" in refused(["predict", "gemm", "--input", str(deep)])
+    monkeypatch.setenv("PREFLIGHT_MAX_BODY_BYTES", "4096")
+    large = tmp_path / "large.json"
+    large.write_text(json.dumps([{"m": 8, "n": 8, "k": 8, "device": "p100"}] * 200))
+    assert "larger than 4,096 bytes" in refused(["predict", "gemm", "--input", str(large)])
+    lone = tmp_path / "lone.json"
+    lone.write_text('[{"m": 8, "n": 8, "k": 8, "device": "\\ud800"}]')
+    assert "lone surrogate" in refused(["predict", "gemm", "--input", str(lone)])
+    assert "lone surrogate" in refused(["whatif", "--workload", str(lone)])
+    monkeypatch.delenv("PREFLIGHT_MAX_BODY_BYTES")
+    costly = tmp_path / "costly.json"
+    costly.write_text(json.dumps([{"model": "switchxl4", "batch": 1, "seq": 8, "device": "H100"}] * 200))
+    assert "units of work" in refused(["predict", "model-latency", "--input", str(costly)], code=1)
