@@ -127,8 +127,7 @@ def _examples(task: Task) -> dict[str, Example] | None:
 def _endpoint(task: Task):
     async def predict(body: PredictRequest, state: StateDep, response: Response) -> Response:
         champion = served(state, task.name, response)  # 503 before a single item is read
-        costs = budget.check(task, body.items)  # priced from the raw items, before any work
-        items = await run_in_threadpool(validated_items, task, body.items)  # the loop stays free
+        costs, items = await run_in_threadpool(admitted, task, body.items)  # the loop stays free
         records = await _batcher(state, task).predict(champion, items, body.coverage, costs)
         answer = PredictResponse(
             task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=records
@@ -144,10 +143,13 @@ def _endpoint(task: Task):
     return predict
 
 
-def validated_items(task: Task, raw: list[Any]) -> list[Any]:
-    """The items validated as the task's item model; a 422 names each invalid field."""
+def admitted(task: Task, raw: list[Any]) -> tuple[list[float], list[Any]]:
+    """Each item's cost, checked against the request budget from the raw items before any work on
+    them (``models/budget.py``), then the items validated as the task's item model; a 422 names each
+    invalid field."""
+    costs = budget.check(task, raw)
     try:
-        return _items_of(task.name).validate_python(raw)
+        return costs, _items_of(task.name).validate_python(raw)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         raise RequestValidationError([{**e, "loc": ("body", "items", *e["loc"])} for e in errors]) from None
