@@ -9,18 +9,22 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+#: The shortest API key accepted: a short key is guessed (a generated one has 43 characters).
+MIN_KEY_LENGTH = 16
+
 
 class Settings(BaseSettings):
     """Where preflight keeps its state and finds public datasets."""
 
-    model_config = SettingsConfigDict(env_prefix="PREFLIGHT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="PREFLIGHT_", extra="ignore", hide_input_in_errors=True)
 
     home: Path = Field(default=Path(".preflight"), description="tables, MLflow DB, artifacts")
     datasets: Path | None = Field(default=None, description="a folder laid out like shared/datasets")
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="keys for X-API-Key, a JSON list or comma-separated; empty: one generated in "
-        "HOME/api-key. Routes that change state (registration, reload) always need one",
+        description=f"keys for X-API-Key, a JSON list or comma-separated, each of at least {MIN_KEY_LENGTH} "
+        "printable ASCII characters; empty: one generated in HOME/api-key. Routes that change state "
+        "(registration, reload) always need one",
     )
     artifact_root: str | None = Field(
         None,
@@ -45,6 +49,22 @@ class Settings(BaseSettings):
         if text.startswith("["):
             return json.loads(text)
         return [key.strip() for key in text.split(",") if key.strip()]
+
+    @field_validator("api_keys")
+    @classmethod
+    def _strong_keys(cls, keys: list[str]) -> list[str]:
+        """Each key long enough not to be guessed, and sendable in a header (printable ASCII); the
+        message says which key by position, never the key."""
+        for i, key in enumerate(keys, 1):
+            which = f"PREFLIGHT_API_KEYS: key {i} of {len(keys)}"
+            if len(key) < MIN_KEY_LENGTH:
+                raise ValueError(
+                    f"{which} is {len(key)} character(s) long; a key needs at least {MIN_KEY_LENGTH} "
+                    "(make one: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+                )
+            if not (key.isascii() and key.isprintable()):
+                raise ValueError(f"{which} is not printable ASCII, which an HTTP header cannot carry")
+        return keys
 
     @property
     def tracking_uri(self) -> str:

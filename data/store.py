@@ -1,5 +1,12 @@
 """The local table store (one parquet file per source plus a manifest of where it came from), and the
-atomic writes and forgiving reads of the JSON state files under ``PREFLIGHT_HOME``."""
+atomic writes and forgiving reads of the JSON state files under ``PREFLIGHT_HOME``.
+
+Several state files that change together (a device's spec sheet and its measurements) are written
+through a journal (:func:`write_together`): the new contents of all of them are written to one file
+first, in one atomic rename, which decides the change; then each file is replaced; then the journal is
+removed. A crash before the journal is in place leaves every file as it was; a crash after it leaves
+the journal, and :func:`finish_journal` (run at start-up, under the home's lock) completes the change.
+"""
 
 from __future__ import annotations
 
@@ -24,12 +31,57 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     """Write a file so that readers see either the old or the new content, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, 0o644)  # mkstemp creates 0600
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)  # a full disk leaves no partial file behind
+        raise
+
+
+#: The journal of a change to several state files (see :func:`write_together`), in the files' folder.
+JOURNAL = ".journal.json"
+
+
+def write_together(folder: Path, files: dict[str, bytes]) -> None:
+    """Replace several files of ``folder`` (by name; UTF-8 text) as one change: a crash at any point
+    leaves either all of them changed or none (once :func:`finish_journal` has run)."""
+    journal = folder / JOURNAL
+    atomic_write_bytes(
+        journal, json.dumps({name: payload.decode() for name, payload in files.items()}).encode()
+    )
+    _replace_all(folder, files)
+    journal.unlink()
+
+
+def finish_journal(folder: Path) -> list[str]:
+    """Complete a change that a crash interrupted (a journal left in ``folder``); the names of the files it
+    wrote. Call it where no change is under way (under the lock writers hold)."""
+    journal = folder / JOURNAL
+    found = read_json_state(journal, None)
+    if found is None:
+        return []
+    if not (isinstance(found, dict) and all(_plain_name(n) and isinstance(t, str) for n, t in found.items())):
+        set_aside_damaged(journal, "not a mapping of file names to their new contents")
+        return []
+    _replace_all(folder, {name: text.encode() for name, text in found.items()})
+    journal.unlink()
+    log.warning("completed an interrupted change of %s in %s", ", ".join(found), folder)
+    return list(found)
+
+
+def _plain_name(name: str) -> bool:
+    """A file name of the folder itself: no path, nothing hidden."""
+    return Path(name).name == name and not name.startswith(".")
+
+
+def _replace_all(folder: Path, files: dict[str, bytes]) -> None:
+    for name, payload in files.items():
+        atomic_write_bytes(folder / name, payload)
 
 
 def read_json_state(path: Path, default: T) -> T | Any:
@@ -61,16 +113,31 @@ def _what_is_wrong(payload: bytes, exc: ValueError) -> str:
 def set_aside_damaged(path: Path, problem: str) -> None:
     """Rename a damaged state file to ``<name>.damaged-<UTC time>`` (nothing is lost) and log one
     warning line saying what is wrong with it."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    aside, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
-    while aside.exists():  # damaged twice within a second: keep both
-        aside, n = path.with_name(f"{path.name}.damaged-{stamp}-{n}"), n + 1
+    aside = _side_file(path, "damaged")
     try:
         path.rename(aside)
         outcome = f"moved it aside to {aside.name}"
     except OSError as exc:
         outcome = f"could not move it aside ({exc})"
     log.warning("damaged state file %s (%s): %s; carrying on without it", path, problem, outcome)
+
+
+def set_aside_entries(path: Path, entries: list[dict]) -> str:
+    """Keep entries of a state file that cannot be used (each saying why) in a side file
+    ``<name>.set-aside-<UTC time>`` beside it (nothing is lost); the side file's name. The caller then
+    rewrites the file without them: a crash between the two sets them aside twice, never loses them."""
+    aside = _side_file(path, "set-aside")
+    atomic_write_bytes(aside, json.dumps(entries, indent=1).encode())
+    return aside.name
+
+
+def _side_file(path: Path, label: str) -> Path:
+    """``<name>.<label>-<UTC time>`` beside ``path``, numbered when one of that second exists already."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside, n = path.with_name(f"{path.name}.{label}-{stamp}"), 1
+    while aside.exists():  # twice within a second: keep both
+        aside, n = path.with_name(f"{path.name}.{label}-{stamp}-{n}"), n + 1
+    return aside
 
 
 class TableStore:

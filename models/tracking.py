@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import tempfile
 import time
 import warnings
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from preflight.data.errors import ModelUnavailable, NotTrained, UnknownVersion
+from preflight.data.errors import ModelStateError, ModelUnavailable, NotTrained, UnknownVersion
 from preflight.data.settings import Settings
 from preflight.models import artifacts, pyfunc, relocation
 from preflight.models.metrics import higher_is_better
@@ -32,6 +34,11 @@ from preflight.models.task import Task
 CHAMPION = "champion"
 
 log = logging.getLogger("preflight.state")
+
+
+class RegistryLost(ModelStateError):
+    """The home's registry database is missing or empty while model artifacts exist: a registry lost or
+    truncated, never one to train anew over (that would orphan the artifacts and the old champions)."""
 
 
 @dataclass
@@ -89,8 +96,45 @@ def client(settings: Settings):
     settings.home.mkdir(parents=True, exist_ok=True)
     uri = settings.tracking_uri
     if not os.environ.get("MLFLOW_TRACKING_URI"):  # the home's own SQLite store
+        _refuse_lost_registry(settings.home)
         relocation.relocate(settings.home)
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def _refuse_lost_registry(home: Path) -> None:
+    """RegistryLost when ``mlflow.db`` is missing or holds no experiment while run folders exist under
+    ``artifacts``: MLflow would start an empty registry, and every task would be trained anew over it."""
+    artifacts = home / "artifacts"
+    runs = sum(1 for p in artifacts.iterdir() if p.is_dir()) if artifacts.is_dir() else 0
+    lost = _lost(home / "mlflow.db") if runs else None
+    if lost is None:
+        return
+    log.error(
+        "the registry %s is %s while %d run folders exist in %s", home / "mlflow.db", lost, runs, artifacts
+    )
+    raise RegistryLost(
+        f"the model registry (mlflow.db in PREFLIGHT_HOME) is {lost} while {runs} artifact folder(s) of "
+        "trained models exist in PREFLIGHT_HOME/artifacts; nothing is trained over it: restore mlflow.db "
+        "from a backup, or remove the artifacts folder to start over (every task is then trained anew)"
+    )
+
+
+def _lost(database: Path) -> str | None:
+    """How a registry database is lost (missing, empty, holding no experiment), or None: it holds
+    experiments, or it is not a database at all (MLflow then says it cannot be read)."""
+    if not database.exists():
+        return "missing"
+    if database.stat().st_size == 0:
+        return "empty (0 bytes)"
+    try:
+        with closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
+            tables = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='experiments'")
+            if tables.fetchone() is None:
+                return "empty (no tables)"
+            found = db.execute("SELECT count(*) FROM experiments WHERE name != 'Default'").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return None
+    return "empty (no experiments)" if found == 0 else None
 
 
 def _experiment(mlflow_client, settings: Settings, task: str) -> str:

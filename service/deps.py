@@ -32,8 +32,12 @@ async def require_api_key(state: StateDep, key: Annotated[str | None, Security(_
 
 
 def _known(key: str | None, state: ServiceState) -> bool:
-    """Whether ``key`` is one of the service's (compared in constant time)."""
-    return key is not None and any(secrets.compare_digest(key, known) for known in state.api_keys)
+    """Whether ``key`` is one of the service's (compared in constant time, as UTF-8 bytes: a header of
+    any characters is a key like another, and compare_digest takes non-ASCII text only as bytes)."""
+    if key is None:
+        return False
+    sent = key.encode()
+    return any(secrets.compare_digest(sent, known.encode()) for known in state.api_keys)
 
 
 def _missing(state: ServiceState) -> str:

@@ -434,7 +434,8 @@ class ExploreResponse(BaseModel):
 class TaskReadiness(BaseModel):
     state: Literal["loading", "training", "ready", "fallback", "failed", "untrained"]
     detail: str = Field(
-        description="why a task is not ready, or which version serves instead of the champion"
+        description="why a task is not ready, which version serves instead of the champion, or which "
+        "stored measurements were set aside (malformed, or of a device that no longer exists)"
     )
     version: str | None = Field(description="the version answering, when one does")
 

@@ -4,6 +4,11 @@ Resolution is general rather than a table of seen names: a name is normalised (c
 vendor and marketing words, clock suffixes dropped) and compared with every entry's id, name and
 aliases; failing that, memory-size and form-factor words are relaxed. A name that matches nothing,
 or more than one device, raises :class:`UnknownDevice` with the closest names.
+
+Names are compared as they look, not as they are spelled: NFKC (fullwidth ``Ｈ１００``, superscript
+``H¹⁰⁰``), case folding, accents dropped (``NVİDİA``), and Unicode's confusables (Cyrillic ``Н100``,
+Greek ``Η``, and the digit/letter swaps ``H1OO``) folded by :func:`look_alike_key`, so no registered
+name can pass for another device's.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import string
 import threading
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -165,16 +172,83 @@ class DeviceSpec(BaseModel):
         return peak / (self.dies or 1), fallback
 
 
+@cache
+def _look_alikes() -> tuple[dict[str, str], dict[str, str]]:
+    """Two maps over the characters of Unicode's confusables data (``confusable_homoglyphs``, grouped
+    into classes of look-alikes): to an ASCII letter of the character's class, letters first (Cyrillic
+    ``О`` to ``O``), for reading; and to the class's least ASCII member, digits first (``O``, ``o`` to
+    ``0``; ``I``, ``i``, ``l`` to ``1``), for comparing. The digit/letter swaps are the data's own (it
+    pairs ``0`` with ``O``, ``1`` and ``I`` with ``l``): no character is listed here. The one rule added
+    joins each ASCII letter with its lower case, so that comparing ignores case (``I`` looks like ``l``,
+    so ``i`` must too); other scripts' case pairs are left out (through them the classes would merge
+    distinct Latin letters)."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    pairs = [
+        (char, glyph["c"])
+        for char, glyphs in confusables_data.items()
+        for glyph in glyphs
+        if len(char) == 1 == len(glyph["c"])  # a glyph of several characters (``rn`` for ``m``) is left out
+    ]
+    classes = _classes([*pairs, *zip(string.ascii_uppercase, string.ascii_lowercase, strict=True)])
+    readable, compared = {}, {}
+    for char, members in classes.items():
+        ascii_members = sorted(
+            (c for c in members if c.isascii()), key=lambda c: (c.isalpha(), c.isupper(), c)
+        )
+        letters = [c for c in ascii_members if c.isalpha()]
+        if not char.isascii() and ascii_members:
+            readable[char] = (letters or ascii_members)[0]
+        compared[char] = (ascii_members or sorted(members))[0]
+    return readable, compared
+
+
+def _classes(pairs: list[tuple[str, str]]) -> dict[str, set[str]]:
+    """Each character of ``pairs`` with the class it is joined to through them (one shared set)."""
+    owner: dict[str, set[str]] = {}
+    for a, b in pairs:
+        first, second = owner.setdefault(a, {a}), owner.setdefault(b, {b})
+        if first is second:
+            continue
+        if len(first) < len(second):
+            first, second = second, first
+        first |= second
+        owner.update(dict.fromkeys(second, first))
+    return owner
+
+
+def _plain(name: str) -> str:
+    """A name as read: NFKC, look-alikes of ASCII letters as those letters, case folded, accents and
+    other combining marks dropped (``Ｈ１００``, ``Н100`` and ``H¹⁰⁰`` are all ``h100``)."""
+    readable, _ = _look_alikes()
+    text = "".join(readable.get(c, c) for c in unicodedata.normalize("NFKC", name))
+    text = unicodedata.normalize("NFD", text.casefold())
+    return "".join(readable.get(c, c) for c in text if not unicodedata.combining(c))
+
+
+def _fold(text: str) -> str:
+    """Each character of a plain text as the least ASCII member of its class of look-alikes."""
+    _, compared = _look_alikes()
+    return "".join(compared.get(c, c) for c in text)
+
+
+def look_alike_key(name: str) -> str:
+    """What a name looks like: equal for ``H100``, ``h100``, ``Н100`` (Cyrillic), ``Ｈ１００``, ``H¹⁰⁰``
+    and ``H1OO``. Names are compared by it, never as spelled."""
+    return _fold(_plain(name))
+
+
 def normalise(name: str) -> list[str]:
-    """Words of a device name with vendor/marketing noise, clock suffixes and core counts removed."""
-    text = re.sub(r"@.*$", "", name.lower())
+    """Words of a device name (as read: see :func:`_plain`) with vendor/marketing noise, clock suffixes
+    and core counts removed."""
+    text = re.sub(r"@.*$", "", _plain(name))
     text = re.sub(r"\(r\)|\(tm\)|\d+-core", " ", text)
     return [w for w in re.findall(r"[a-z0-9]+", text) if w not in _NOISE_WORDS]
 
 
 def _key(name: str, relaxed: bool = False) -> str:
     words = normalise(name)
-    return "".join(w for w in words if not (relaxed and _RELAXED_WORDS.match(w)))
+    return _fold("".join(w for w in words if not (relaxed and _RELAXED_WORDS.match(w))))
 
 
 class Catalogue:
@@ -206,9 +280,9 @@ class Catalogue:
 
     def resolve(self, name: str) -> DeviceSpec:
         """The one device a name means, or UnknownDevice with close matches."""
-        snapshot = self._snapshot
-        if name.lower() in snapshot.exact:
-            return snapshot.devices[snapshot.exact[name.lower()]]
+        snapshot, key = self._snapshot, look_alike_key(name)
+        if key in snapshot.exact:
+            return snapshot.devices[snapshot.exact[key]]
         for index, key in ((snapshot.norm, _key(name)), (snapshot.relaxed, _key(name, relaxed=True))):
             ids = index.get(key, set()) if key else set()  # all punctuation: nothing to match on
             if len(ids) == 1:
@@ -217,17 +291,21 @@ class Catalogue:
                 raise UnknownDevice(name, sorted(snapshot.devices[i].name for i in ids))
         raise UnknownDevice(name, self.close_matches(name))
 
+    def get(self, device_id: str) -> DeviceSpec | None:
+        """The device of this id, if there is one."""
+        return self._snapshot.devices.get(device_id)
+
     def named(self, name: str) -> DeviceSpec:
-        """The device whose id, name or alias is exactly ``name`` (any case): no looser matching, for
-        changes such as a deletion."""
-        found = self._snapshot.exact.get(name.lower())
+        """The device whose id, name or alias is ``name`` as it looks (any case, look-alike characters
+        folded): no looser matching, for changes such as a deletion."""
+        found = self._snapshot.exact.get(look_alike_key(name))
         if found is None:
             raise UnknownDevice(name, self.close_matches(name))
         return self._snapshot.devices[found]
 
     def close_matches(self, name: str, n: int = 5) -> list[str]:
         snapshot = self._snapshot
-        keys = {_key(alias): spec_id for alias, spec_id in snapshot.exact.items()}
+        keys = {_key(alias): spec.id for spec in snapshot.devices.values() for alias in _names(spec)}
         hits = difflib.get_close_matches(_key(name), list(keys), n=3 * n, cutoff=0.5)
         names = dict.fromkeys(snapshot.devices[keys[h]].name for h in hits)
         return list(names)[:n]
@@ -240,18 +318,27 @@ class Catalogue:
 
     def register(self, spec: DeviceSpec, persist: bool = True) -> DeviceSpec:
         """Add (or update) a user's device and persist it (unless told not to: a device an evaluation
-        met in its files); names of a catalogue entry or owned by another device are refused."""
+        met in its files, or a change the caller writes with others); a name that looks like one of a
+        catalogue entry, this host or another device is refused."""
         with self._lock:
             _refuse_catalogue_names(spec)
-            for name in (spec.name, *spec.aliases):
-                owner = self._snapshot.exact.get(name.lower())
-                if owner is not None and owner != spec.id:
-                    raise DeviceConflict(f"{name!r} already names device {owner!r}")
+            self._refuse_taken_names(spec)
             self._swap(self._snapshot.devices | {spec.id: spec}, persist)
         return spec
 
-    def unregister(self, device_id: str) -> DeviceSpec:
-        """Remove a user's device (by id) and persist; a catalogue entry cannot be deleted."""
+    def _refuse_taken_names(self, spec: DeviceSpec) -> None:
+        """DeviceConflict when the spec's id, name or an alias looks like a name of another device."""
+        for name in _names(spec):
+            owner = self._snapshot.exact.get(look_alike_key(name))
+            if owner is not None and owner != spec.id:
+                taken = self._snapshot.devices[owner]
+                raise DeviceConflict(
+                    f"{name!r} looks like a name of device {taken.id!r} ({taken.name}); choose another name"
+                )
+
+    def unregister(self, device_id: str, persist: bool = True) -> DeviceSpec:
+        """Remove a user's device (by id) and persist (unless told not to); a catalogue entry cannot be
+        deleted."""
         with self._lock:
             if device_id in _builtin_ids():
                 raise DeviceConflict(f"device {device_id!r}: a catalogue entry cannot be deleted")
@@ -259,22 +346,26 @@ class Catalogue:
             if device_id not in devices:
                 raise UnknownDevice(device_id, self.close_matches(device_id))
             spec = devices.pop(device_id)
-            self._swap(devices, persist=True)
+            self._swap(devices, persist)
         return spec
+
+    def user_file_contents(self) -> bytes:
+        """What ``user_file`` holds for the devices as they are now: the ones users registered."""
+        builtin = _builtin_ids()
+        users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in builtin]
+        return json.dumps(users, indent=2).encode()
 
     def _swap(self, devices: dict[str, DeviceSpec], persist: bool) -> None:
         """Swap in a snapshot of ``devices`` and (if asked) write the user's devices to its file."""
         self._snapshot = _Snapshot.of(devices)
         if persist and self.user_file is not None:
-            builtin = _builtin_ids()
-            users = [s.model_dump(mode="json", exclude_none=True) for s in self if s.id not in builtin]
-            atomic_write_bytes(self.user_file, json.dumps(users, indent=2).encode())
+            atomic_write_bytes(self.user_file, self.user_file_contents())
 
 
 @dataclass(frozen=True)
 class _Snapshot:
     devices: dict[str, DeviceSpec]
-    exact: dict[str, str]  # lower-cased id/name/alias -> id
+    exact: dict[str, str]  # look-alike key of an id/name/alias -> id
     norm: dict[str, set[str]]  # normalised key -> ids
     relaxed: dict[str, set[str]]  # normalised key without memory size / form factor -> ids
 
@@ -284,8 +375,8 @@ class _Snapshot:
         norm: dict[str, set[str]] = {}
         relaxed: dict[str, set[str]] = {}
         for spec in devices.values():
-            for name in (spec.id, spec.name, *spec.aliases):
-                exact[name.lower()] = spec.id
+            for name in _names(spec):
+                exact[look_alike_key(name)] = spec.id
                 norm.setdefault(_key(name), set()).add(spec.id)
                 relaxed.setdefault(_key(name, relaxed=True), set()).add(spec.id)
         return cls(devices, exact, norm, relaxed)
@@ -309,19 +400,27 @@ def _builtin_ids() -> set[str]:
     return {spec.id for spec in _builtin()}
 
 
+def _names(spec: DeviceSpec) -> tuple[str, ...]:
+    """Every name a device goes by: its id, name and aliases."""
+    return (spec.id, spec.name, *spec.aliases)
+
+
 @cache
 def _catalogue_index() -> _Snapshot:
-    """The shipped entries alone, indexed: the names no user device may claim."""
-    return _Snapshot.of({spec.id: spec for spec in _shipped()})
+    """The shipped entries and this host's CPU, indexed: the names no user device may claim."""
+    return _Snapshot.of({spec.id: spec for spec in _builtin()})
 
 
 def _refuse_catalogue_names(spec: DeviceSpec) -> None:
-    """DeviceConflict when the spec's id, name or an alias is a catalogue entry's name in any case, or
-    normalises (strictly or relaxed) to one: a user's device must never shadow a catalogue entry."""
+    """DeviceConflict when the spec's id, name or an alias looks like a name of a catalogue entry or of
+    this host (see :func:`look_alike_key`), or normalises (strictly or relaxed) to one: a user's device
+    must never shadow them."""
     index = _catalogue_index()
-    for name in (spec.id, spec.name, *spec.aliases):
-        exact = {index.exact[name.lower()]} if name.lower() in index.exact else set()
-        owners = exact or index.norm.get(_key(name)) or index.relaxed.get(_key(name, relaxed=True))
+    for name in _names(spec):
+        key = look_alike_key(name)
+        exact = {index.exact[key]} if key in index.exact else set()
+        strict, relaxed = _key(name), _key(name, relaxed=True)  # empty: nothing to compare
+        owners = exact or strict and index.norm.get(strict) or relaxed and index.relaxed.get(relaxed)
         if owners:
             names = " / ".join(sorted(index.devices[i].name for i in owners))
             raise DeviceConflict(f"{name!r} is taken by the catalogue: it names {names}; choose another name")

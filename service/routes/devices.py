@@ -1,21 +1,28 @@
-"""``/v1/devices``: the catalogue, and registering a device from its spec sheet and/or measurements."""
+"""``/v1/devices``: the catalogue, registering a device from its spec sheet and/or measurements, and
+taking either back."""
 
-import math
-from collections import Counter
+import hashlib
+import json
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
-from preflight.data.catalogue import DeviceSpec
 from preflight.models.datasets import device_spec
 from preflight.models.task import Task, get_task
 from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import MAX_NAME, DevicePublic, DeviceRegistration
-from preflight.service.state import ImplausibleMeasurements
-from pydantic import ValidationError
+from preflight.service.state import (
+    MAX_IDEMPOTENCY_KEYS,
+    Idempotency,
+    IdempotencyKeyReused,
+    ImplausibleMeasurements,
+    measured_targets,
+    validate_measurement,
+)
 
-router = APIRouter(tags=["devices"])
+router = APIRouter(tags=["devices"], route_class=UnicodeRoute)
 
 #: Example bodies of a registration: a spec sheet, and measurements of a device the catalogue knows.
 REGISTRATIONS: dict[str, Example] = {
@@ -55,20 +62,23 @@ KNOWN: dict[str, Example] = {
     "alias": {"summary": "an alias", "value": "p100"},
 }
 REGISTERED: dict[str, Example] = {"registered": {"summary": "a registered device", "value": "lab-gpu"}}
-
-
-def _counts(state) -> dict[str, Counter]:
-    return {task: Counter(row["device_id"] for row in rows) for task, rows in state.measurements.items()}
-
-
-def _public(spec: DeviceSpec, counts: dict[str, Counter]) -> DevicePublic:
-    return DevicePublic(spec=spec, measurements={t: c[spec.id] for t, c in counts.items() if c[spec.id]})
+#: A client's Idempotency-Key: visible ASCII, as a header carries it.
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=r"^[!-~]+$",
+        description="a key of the client's choosing (a UUID): the request repeated with the same key and "
+        "body changes nothing again and gets the first answer (the service remembers the last "
+        f"{MAX_IDEMPOTENCY_KEYS:,} keys)",
+    ),
+]
 
 
 @router.get("/v1/devices", response_model=list[DevicePublic])
 def list_devices(state: StateDep) -> list[DevicePublic]:
-    counts = _counts(state)
-    return [_public(spec, counts) for spec in state.catalogue]
+    return [state.describe(spec) for spec in state.catalogue]
 
 
 @router.get("/v1/devices/{name}", response_model=DevicePublic)
@@ -76,45 +86,22 @@ def get_device(
     name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)], state: StateDep
 ) -> DevicePublic:
     """Any name the catalogue resolves (``p100``, ``Tesla V100-SXM2-16GB``, an lscpu model name)."""
-    return _public(state.catalogue.resolve(name), _counts(state))
+    return state.describe(state.catalogue.resolve(name))
 
 
 def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> list[dict]:
     """Validate each measurement as the task's item plus positive targets; 422 names the field."""
     rows, errors = [], []
     for i, raw in enumerate(measurements):
-        item_fields = {k: v for k, v in raw.items() if k not in task.targets} | {"device": device_id}
-        targets = {k: raw[k] for k in task.targets if raw.get(k) is not None}
-        try:
-            item = task.item.model_validate(item_fields)
-        except ValidationError as exc:
-            errors += [
-                {**e, "loc": ("body", "measurements", i, *e["loc"])} for e in exc.errors(include_url=False)
-            ]
-            continue
-        bad = [t for t, v in targets.items() if not _positive_number(v)]
-        if not targets or bad:
-            errors.append(
-                {
-                    "type": "value_error",
-                    "loc": ("body", "measurements", i, *(bad[:1] or ["targets"])),
-                    "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}",
-                }
-            )
-            continue
-        rows.append(task.items_to_rows([item]).iloc[0].to_dict() | targets | {"device_id": device_id})
+        fields = {k: v for k, v in raw.items() if k not in task.targets} | {"device": device_id}
+        measured = measured_targets(task, raw)
+        item, problems = validate_measurement(task, fields, measured)
+        errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in problems]
+        if item is not None:
+            rows.append(task.items_to_rows([item]).iloc[0].to_dict() | measured | {"device_id": device_id})
     if errors:
         raise RequestValidationError(errors)
     return rows
-
-
-def _positive_number(value: object) -> bool:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value) and value > 0
-    except OverflowError:  # an integer of 400 digits
-        return False
 
 
 @router.post(
@@ -125,10 +112,15 @@ def _positive_number(value: object) -> bool:
     dependencies=[Depends(require_api_key)],
 )
 def register_device(
-    body: Annotated[DeviceRegistration, Body(openapi_examples=REGISTRATIONS)], state: StateDep
+    body: Annotated[DeviceRegistration, Body(openapi_examples=REGISTRATIONS)],
+    state: StateDep,
+    idempotency_key: IdempotencyKey = None,
 ) -> DevicePublic:
-    """Register a spec sheet, and/or give K measurements that adapt the champion to the device
-    (each checked against the device's roofline and the model first). Needs an API key."""
+    """Register a spec sheet, and/or give K measurements that adapt the champion to the device, as one
+    change: each measurement is checked first against the device's physical limits (never faster than
+    its roofline, never drawing more than 1.2x its TDP) and the model (a 422 names the row and why). A
+    name that looks like another device's (any case, width or script) is a 409. With an
+    ``Idempotency-Key``, a retry changes nothing twice. Needs an API key."""
     if body.spec is None and body.device is None:
         raise RequestValidationError(
             [{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device", "input": None}]
@@ -148,8 +140,9 @@ def register_device(
         )
     spec, new = (body.spec, True) if body.spec else device_spec(task, body.device or "", state.catalogue)
     rows = _measurement_rows(task, spec.id, body.measurements) if task is not None else []
+    once = None if idempotency_key is None else Idempotency(idempotency_key, _digest(body))
     try:  # registered after the measurements were validated: a refused request registers nothing
-        state.register_device(spec if new else None, task, rows)
+        return state.register_device(spec, new, task, rows, once)
     except ImplausibleMeasurements as exc:
         raise RequestValidationError(
             [
@@ -157,7 +150,16 @@ def register_device(
                 for i, target, why in exc.problems
             ]
         ) from None
-    return _public(state.catalogue.resolve(spec.id), _counts(state))
+    except IdempotencyKeyReused as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("header", "idempotency-key"), "msg": str(exc), "input": exc.key}]
+        ) from None
+
+
+def _digest(body: DeviceRegistration) -> str:
+    """What a registration asks, as a digest (a retry with the same key must ask the same)."""
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @router.delete(
@@ -170,5 +172,25 @@ def delete_device(
     name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=REGISTERED)], state: StateDep
 ) -> DevicePublic:
     """Remove a device you registered, with its measurements (the models forget them). A catalogue
-    device cannot be removed (409). Needs an API key."""
-    return _public(state.remove_device(name), {})
+    device, or one a served model was trained on, cannot be removed (409 says why); its measurements
+    can (``DELETE /v1/devices/{name}/measurements``). Needs an API key."""
+    return state.describe(state.remove_device(name), {})
+
+
+@router.delete(
+    "/v1/devices/{name}/measurements",
+    response_model=DevicePublic,
+    responses=KEY_RESPONSES,
+    dependencies=[Depends(require_api_key)],
+)
+def delete_measurements(
+    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)],
+    state: StateDep,
+    task: Annotated[
+        str | None, Query(max_length=MAX_NAME, description="only this task's measurements (default: all)")
+    ] = None,
+) -> DevicePublic:
+    """Forget the measurements given for a device (a catalogue device too), of one task or of all: its
+    answers are those of the model as trained again. The device as it remains, with the measurements
+    still held. Needs an API key."""
+    return state.remove_measurements(name, None if task is None else get_task(task))

@@ -3,10 +3,11 @@
 from fastapi import APIRouter, Response
 from preflight.service.deps import StateDep
 from preflight.service.errors import LIMITS
+from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import Readiness
 from preflight.service.state import SERVING
 
-router = APIRouter(tags=["health"], responses=LIMITS)
+router = APIRouter(tags=["health"], responses=LIMITS, route_class=UnicodeRoute)
 
 
 @router.get("/healthz")
@@ -19,7 +20,8 @@ def healthz() -> dict:
 def readyz(state: StateDep, response: Response) -> Readiness:
     """200 once start-up has finished and at least one task answers; 503 before. ``tasks`` gives
     each task's state (ready, fallback: an older version serves because the champion cannot load,
-    failed, untrained, training, loading), its served version, and why (no paths: those are logged)."""
+    failed, untrained, training, loading), its served version, and why (no paths: those are logged),
+    including stored measurements set aside (malformed, or of a device that is gone) and where to."""
     if not state.ready:
         response.status_code = 503
     tasks = state.task_states()

@@ -161,16 +161,47 @@ def test_stored_measurements_that_no_longer_apply_leave_the_task_serving(home):
         assert _runtime(client, "h100") > 0
 
 
-def test_measurements_rows_without_a_device_set_the_file_aside(home):
-    (home / "measurements.json").write_text('{"gemm": [{"runtime_ms": 1}]}')
+def test_a_stored_row_without_a_device_is_set_aside_alone(home):
+    (home / "measurements.json").write_text('{"gemm": [{"runtime_ms": 1}], "nas-latency": []}')
+    with api_client(home) as client:
+        assert client.get("/v1/devices").status_code == 200
+        assert "set aside" in client.get("/readyz").json()["tasks"]["gemm"]["detail"]
+    assert list(home.glob("measurements.json.set-aside-*")) and not list(home.glob("*.damaged-*"))
+
+
+def test_a_measurements_file_of_another_shape_is_set_aside_whole(home):
+    (home / "measurements.json").write_text('{"gemm": {"runtime_ms": 1}}')
     with api_client(home) as client:
         assert client.get("/v1/devices").status_code == 200
     assert list(home.glob("measurements.json.damaged-*"))
 
 
-@pytest.mark.parametrize("value, keys", [("", []), ("a,b", ["a", "b"]), ('["x"]', ["x"])])
+LONG = ("k" * 16, "m" * 40)
+
+
+@pytest.mark.parametrize(
+    "value, keys", [("", []), (",".join(LONG), list(LONG)), (f'["{LONG[0]}"]', [LONG[0]])]
+)
 def test_api_keys_read_from_the_environment(monkeypatch, value, keys):
     from preflight.data.settings import Settings
 
     monkeypatch.setenv("PREFLIGHT_API_KEYS", value)
     assert Settings().api_keys == keys
+
+
+@pytest.mark.parametrize(
+    "value, why, secret",
+    [
+        ("tiny-secret", "at least 16", "tiny-secret"),
+        (f"{LONG[0]},tiny-secret", "key 2 of 2", "tiny-secret"),
+        ("ключ" * 5, "ASCII", "ключ"),
+    ],
+)
+def test_a_weak_api_key_is_refused_at_settings_load_without_echoing_it(monkeypatch, value, why, secret):
+    from preflight.data.settings import Settings
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("PREFLIGHT_API_KEYS", value)
+    with pytest.raises(ValidationError, match="PREFLIGHT_API_KEYS") as refused:
+        Settings()
+    assert why in str(refused.value) and secret not in str(refused.value)

@@ -239,3 +239,50 @@ def test_an_answer_past_the_deadline_is_a_504_and_changes_of_state_are_exempt(ho
         assert answer.status_code == 504 and "PREFLIGHT_REQUEST_TIMEOUT_S" in answer.json()["detail"]
         spec = {"id": "lab-gpu", "name": "Lab GPU", "kind": "gpu"}
         assert client.post("/v1/devices", json={"spec": spec}).status_code == 201
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_lost_registry_beside_artifacts_is_refused_never_trained_over(home, damage):
+    import time
+
+    runs = sorted(p.name for p in (home / "artifacts").iterdir())
+    if damage == "truncated":
+        (home / "mlflow.db").write_bytes(b"")
+    else:
+        (home / "mlflow.db").unlink()
+    with api_client(home, bootstrap=True) as client:
+        for _ in range(600):
+            if client.get("/readyz").json()["status"] != "starting":
+                break
+            time.sleep(0.1)
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        for status in ready.json()["tasks"].values():
+            assert status["state"] == "failed", status
+            assert (
+                f"{len(runs)} artifact folder(s)" in status["detail"]
+                and "restore mlflow.db" in status["detail"]
+            )
+        _assert_no_internals(ready.text, home)
+        answer = client.post("/v1/gemm/predict", json={"items": [GEMM]})
+        assert answer.status_code == 503 and "registry" in answer.json()["detail"]
+    assert sorted(p.name for p in (home / "artifacts").iterdir()) == runs  # nothing was trained
+
+
+def test_training_over_a_lost_registry_is_refused_and_says_how_to_fix(home):
+    from preflight.data.catalogue import Catalogue
+    from preflight.models.task import get_task
+    from preflight.models.tracking import RegistryLost
+    from preflight.models.training import train
+
+    from tests.samples import sample_paths
+
+    (home / "mlflow.db").write_bytes(b"")
+    settings = Settings(home=home, datasets=None)
+    with pytest.raises(RegistryLost, match="remove the artifacts folder to start over"):
+        train(
+            get_task("nas-curve"),
+            settings,
+            Catalogue.load(),
+            paths=sample_paths("nas-curve", home.parent / "c"),
+        )
