@@ -47,9 +47,9 @@ SWITCH = {
     "num_experts": 4,
 }
 H100_GEMM = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"}
-#: A spec sheet under the Cyrillic look-alike of H100, with an inflated peak.
+#: A spec sheet named with the Cyrillic look-alike of H100, with an inflated peak.
 LOOK_ALIKE = {
-    "id": "\u041d100",
+    "id": "lab-h100",
     "name": "\u041d100",
     "kind": "gpu",
     "vendor": "nvidia",
@@ -220,12 +220,16 @@ class HealthProbe:
         return max([*latencies, waiting if waiting > 0.1 else 0.0])
 
 
-def _send(port: int, attack: Attack) -> tuple[int | str, bytes]:
-    """One attack on a connection of its own; a transport error is its status."""
+def _payload(attack: Attack) -> bytes:
+    """The attack's body as bytes (encoded before it is timed: the client's own work is not the
+    server's, and would hold up the probe thread)."""
     if isinstance(attack.body, str):
-        payload = attack.body.encode()
-    else:
-        payload = b"" if attack.body is None else json.dumps(attack.body).encode()
+        return attack.body.encode()
+    return b"" if attack.body is None else json.dumps(attack.body).encode()
+
+
+def _send(port: int, attack: Attack, payload: bytes) -> tuple[int | str, bytes]:
+    """One attack on a connection of its own; a transport error is its status."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=ATTACK_TIMEOUT_S)
     try:
         headers = {"Content-Type": "application/json", **(attack.headers or {})}
@@ -241,9 +245,10 @@ def _send(port: int, attack: Attack) -> tuple[int | str, bytes]:
 def run_attacks(proc_pid: int, port: int) -> list[Outcome]:
     probe, outcomes = HealthProbe(port), []
     for attack in attacks():
+        payload = _payload(attack)
         time.sleep(0.5)
         start = time.perf_counter()
-        status, answer = _send(port, attack)
+        status, answer = _send(port, attack, payload)
         seconds = time.perf_counter() - start
         worst = probe.worst(start, start + seconds)
         cpu = _cpu_seconds(proc_pid)

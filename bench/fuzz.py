@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KEY = "fuzzkey"
+KEY = "fuzz-bench-key-0123456789"
 #: By design, schema-valid items can be refused (notation, shapes, known devices and kernels): left
 #: out unless --all-checks, since its first failure would end an operation's fuzzing early otherwise.
 BY_DESIGN = ["positive_data_acceptance"]

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from preflight.models.families.tree import TreeFamily
 
 BIN = Path(sys.executable).parent
-API_KEY = "benchkey"
+API_KEY = "load-bench-key-0123456789"
 PREDICT = "/v1/gemm/predict"
 RELOAD = "/v1/admin/reload"
 DTYPES = ("fp32", "fp16", "bf16")

@@ -65,6 +65,14 @@ class _Commands(TyperGroup):
         except PreflightError as error:
             typer.echo(f"{type(error).__name__}: {error}", err=True)
             raise typer.Exit(EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILURE) from error
+        except Exception as error:  # pydantic is imported only when a command needs it
+            from pydantic import ValidationError
+
+            if not (isinstance(error, ValidationError) and error.title == "Settings"):
+                raise
+            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())
+            typer.echo(f"UsageError: settings (PREFLIGHT_*): {problems}", err=True)
+            raise typer.Exit(EXIT_USAGE) from error
 
 
 class _TaskCommand(TyperCommand):

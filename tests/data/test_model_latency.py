@@ -178,7 +178,10 @@ def test_config_ops_for_opt_gpt_neo_and_switch():
         ({k: v for k, v in TINY_GPT2.items() if k != "n_layer"}, "gpt2 config lacks 'n_layer'"),
         (TINY_GPT2 | {"n_head": 5}, "does not split into 5 heads"),
         (TINY_GPT2 | {"activation_function": "swiglu"}, "activation 'swiglu' is not supported"),
-        (TINY_GPT2 | {"n_layer": -1}, "not a non-negative integer"),
+        (TINY_GPT2 | {"n_layer": -1}, r"'n_layer' is -1; it lies in \[0, 10000\]"),
+        (TINY_GPT2 | {"n_layer": 10**400}, r"'n_layer' is an integer of 1329 bits"),
+        (TINY_GPT2 | {"n_layer": 2.5}, "not a non-negative integer"),
+        (TINY_GPT2 | {"n_embd": 2**40}, r"'n_embd' is 1099511627776; it lies in \[0, 2147483647\]"),
         (TINY_BERT | {"architectures": ["BertForQuestionAnswering"]}, "BertForQuestionAnswering"),
     ],
 )

@@ -230,3 +230,9 @@ def test_an_input_file_gets_the_bounds_of_a_request_body(tmp_path, monkeypatch):
     costly = tmp_path / "costly.json"
     costly.write_text(json.dumps([{"model": "switchxl4", "batch": 1, "seq": 8, "device": "H100"}] * 200))
     assert "units of work" in refused(["predict", "model-latency", "--input", str(costly)], code=1)
+
+
+def test_a_bad_setting_is_one_line_naming_it_not_a_traceback(monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_API_KEYS", "short")
+    line = refused(["devices"])
+    assert line.startswith("UsageError: settings (PREFLIGHT_*)") and "at least 16" in line

@@ -67,11 +67,17 @@ def test_a_request_past_its_budget_names_the_item_where_it_ran_out(client):
     index = body["loc"][2]
     assert body["loc"][:2] == ["body", "items"] and 0 < index < 200
     assert f"items[{index}]" in body["detail"] and "units of work" in body["detail"]
-    ops = ["input"] + ["conv3x3-bn-relu"] * 254 + ["output"]
-    dense = {"adjacency": [[int(b > a) for b in range(256)] for a in range(256)], "ops": ops}
-    graph = {"space": "nb101", "arch": dense, "dataset": "cifar10", "curve": [0.3, 0.4], "budget": 200}
-    many = client.post("/v1/nas-curve/predict", json={"items": [graph] * 13})
-    assert many.status_code == 422 and "eight nodes or edges" in many.json()["detail"]
+
+
+def test_a_body_of_too_many_json_values_is_refused_before_it_is_decoded(client):
+    """Decoding holds the interpreter: four dense 256-node graphs (a million values) are refused from
+    a count of their separators; one is decoded and answered."""
+    dense = {"nodes": [{"op": "input"}] + [{"op": "conv", "kernel": 3}] * 254 + [{"op": "output"}]}
+    dense["edges"] = [[a, b] for a, b in itertools.combinations(range(256), 2)]
+    graph = {"space": "opgraph", "arch": dense, "dataset": "cifar10", "curve": [0.3, 0.4], "budget": 200}
+    many = client.post("/v1/nas-curve/predict", json={"items": [graph] * 4})
+    assert many.status_code == 422 and "at most 200,000" in many.text, many.text
+    assert client.post("/v1/nas-curve/predict", json={"items": [graph]}).status_code == 200
 
 
 def test_a_what_if_stops_between_devices_once_its_caller_has_gone(trained_home, catalogue):
