@@ -81,7 +81,8 @@ class UnknownDevice(PreflightError):
 
 
 class DeviceConflict(PreflightError):
-    """A device registration whose id, name or alias already belongs to another device."""
+    """A device registration at odds with the devices as they are: an id, name or alias another device
+    owns, or a repeat (the same Idempotency-Key) of a registration whose device was deleted since."""
 
 
 class ModelStateError(PreflightError):

@@ -482,10 +482,16 @@ class ServiceState:
         if found.get("request") != once.request:
             raise IdempotencyKeyReused(once.key)
         try:
-            return DevicePublic.model_validate(found.get("answer"))
+            answer = DevicePublic.model_validate(found.get("answer"))
         except ValidationError:
             log.error("the answer remembered under an Idempotency-Key is damaged; the request is carried out")
             return None
+        if not any(spec.id == answer.spec.id for spec in self.catalogue):  # deleted since: say so
+            raise DeviceConflict(
+                f"the request under this Idempotency-Key registered {answer.spec.id!r}, which has since "
+                "been deleted: it is not carried out again (send it with a new key to register anew)"
+            )
+        return answer
 
     def _readapt_all(self) -> None:
         """Every champion refitted from its base to the measurements and devices as they now are."""

@@ -263,6 +263,18 @@ def test_a_repeated_request_with_its_idempotency_key_changes_nothing_twice(home)
         }
 
 
+def test_a_repeat_of_a_registration_whose_device_was_deleted_is_a_409_not_a_stale_201(home):
+    """The replayed answer would name a device that no longer exists (schemathesis's stateful phase
+    found it: POST, DELETE, the same POST again, then a DELETE of what the 201 said it created)."""
+    headers = {"Idempotency-Key": "register-once"}
+    with api_client(home) as client:
+        assert client.post("/v1/devices", json={"spec": SPEC}, headers=headers).status_code == 201
+        assert client.delete(f"/v1/devices/{SPEC['id']}").status_code == 200
+        again = client.post("/v1/devices", json={"spec": SPEC}, headers=headers)
+        assert again.status_code == 409 and "deleted" in again.json()["detail"], again.text
+        assert client.get(f"/v1/devices/{SPEC['id']}").status_code == 404  # nothing registered twice
+
+
 def test_idempotency_keys_are_bounded_oldest_first(home, monkeypatch):
     from preflight.service import state
 
