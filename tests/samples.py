@@ -15,6 +15,17 @@ from tests.fpga import write_hlsyn
 from tests.interference import write_marla
 from tests.nas import write_hw_nas_bench, write_local_curves
 
+#: A GEMM whose time is all compute on any GPU, in a dtype the tensor cores run.
+LARGE_FP16_GEMM = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"}
+#: A spec sheet of a GPU no catalogue knows, as a registration sends it.
+LAB_GPU = {
+    "id": "lab-gpu",
+    "name": "Lab GPU 7",
+    "kind": "gpu",
+    "peak_tflops": {"fp32": 60.0, "fp16": 500.0},
+    "memory_bandwidth_gbs": 2000.0,
+    "tdp_w": 500.0,
+}
 SAMPLE_GPUS = ("Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
 
 

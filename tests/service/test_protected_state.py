@@ -4,16 +4,8 @@ deletion, and a changed spec sheet that refits what it adapted."""
 import pytest
 
 from tests.client import api_client
-
-SHAPE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"}
-SPEC = {
-    "id": "lab-gpu",
-    "name": "Lab GPU 7",
-    "kind": "gpu",
-    "peak_tflops": {"fp32": 60.0, "fp16": 500.0},
-    "memory_bandwidth_gbs": 2000.0,
-    "tdp_w": 500.0,
-}
+from tests.samples import LAB_GPU as SPEC
+from tests.samples import LARGE_FP16_GEMM as SHAPE
 
 
 def _runtime(client, device: str) -> float:

@@ -10,17 +10,10 @@ from preflight.data.settings import Settings
 from preflight.service.app import create_app
 
 from tests.client import KEY, api_client
+from tests.samples import LAB_GPU as SPEC
+from tests.samples import LARGE_FP16_GEMM as SHAPE
 
-SHAPE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"}
 H100 = "nvidia-h100-sxm5-80gb"
-SPEC = {
-    "id": "lab-gpu",
-    "name": "Lab GPU 7",
-    "kind": "gpu",
-    "peak_tflops": {"fp32": 60.0, "fp16": 500.0},
-    "memory_bandwidth_gbs": 2000.0,
-    "tdp_w": 500.0,
-}
 
 
 def _answer(client: TestClient, device: str, shape: dict = SHAPE) -> dict:
