@@ -127,7 +127,7 @@ def _lost(database: Path) -> str | None:
     if database.stat().st_size == 0:
         return "empty (0 bytes)"
     try:
-        with closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as db:
             tables = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='experiments'")
             if tables.fetchone() is None:
                 return "empty (no tables)"

@@ -286,3 +286,14 @@ def test_training_over_a_lost_registry_is_refused_and_says_how_to_fix(home):
             Catalogue.load(),
             paths=sample_paths("nas-curve", home.parent / "c"),
         )
+
+
+def test_a_home_given_as_a_relative_path_is_checked_like_any_other(home, monkeypatch):
+    """The default home is ``.preflight``, relative: the lost-registry check opened it as a file URI,
+    which a relative path cannot be, and every first start failed (found by ``make serve``)."""
+    monkeypatch.chdir(home.parent)
+    relative = Settings(home=Path(home.name))
+    assert tracking.client(relative).search_registered_models()  # the registry as it is: found
+    (home / "mlflow.db").write_bytes(b"")
+    with pytest.raises(tracking.RegistryLost):
+        tracking.client(relative)
