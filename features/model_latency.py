@@ -14,26 +14,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.catalogue import Catalogue
 from preflight.data.gemm import Dtype
 from preflight.data.model_latency import OperatorSpec, kernels, model_operators
 from preflight.features import Features, Parts, device
 from preflight.features import gemm as gemm_features
 
-#: Columns of ``Parts.frame`` that are not model inputs: each part's roofline, measured time and count,
-#: and what the performance law reads of it (``models/families/physics.py``).
+#: Columns of ``Parts.frame`` that are not model inputs.
 PART_REFERENCE, PART_OBSERVED, PART_COUNT = "roofline_ms", "observed_ms", "count"
-LAW_COLUMNS = (
-    "device_id",
-    "device_kind",
-    "architecture",
-    "matrix_units",
-    "power_headroom_log2",
-    "math_dtype",
-    "compute_ms",
-    "memory_ms",
-    "stratum",
-)
 KIND_CODES = {"gemm": 0, "elementwise": 1, "softmax": 2, "layernorm": 3, "embedding": 4}
 GEMM_COLUMNS = (
     "k_log2",
@@ -81,35 +69,27 @@ def _kernel_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True)
 
 
-def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Device-relative features of each kernel, and its terms of the performance law
-    (``LAW_COLUMNS``: the roofline, the compute and memory times in ms, and the unit's facts)."""
-    device_index, specs = gemm_features.resolve_devices(table["device"].to_numpy(), catalogue)
-    dtypes = table["dtype"].to_numpy()
-    spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
-    peak = gemm_features.per_device_dtype(specs, device_index, dtypes, DeviceSpec.peak)[:, 0] * 1e12
-    gemm_peak = gemm_features.per_device_dtype(specs, device_index, dtypes, DeviceSpec.gemm_peak)[:, 0]
+def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.DataFrame, np.ndarray]:
+    """Device-relative features and the roofline (ms) of each kernel."""
+    specs = device.resolve(table["device"].to_numpy(), catalogue)
+    spec = device.spec_columns(specs)
+    peak = np.array([s.peak(Dtype(d))[0] for s, d in zip(specs, table["dtype"])]) * 1e12
+    gemm_peak = np.array([s.gemm_peak(Dtype(d))[0] for s, d in zip(specs, table["dtype"])]) * 1e12
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9
     traffic = table["bytes_moved"].to_numpy(dtype=float)
-    compute_ms = table["flops"].to_numpy(dtype=float) / peak * 1e3
-    memory_ms = traffic / bandwidth * 1e3
-    law = gemm_features.unit_meta(specs, device_index, dtypes, gemm_peak).assign(
-        **{
-            PART_REFERENCE: np.maximum(compute_ms, memory_ms),
-            "compute_ms": compute_ms,
-            "memory_ms": memory_ms,
-        }
-    )
+    roofline = np.maximum(table["flops"].to_numpy(dtype=float) / peak, traffic / bandwidth) * 1e3
     X = pd.DataFrame(
         {
             "kind": table["kind"].map(KIND_CODES).to_numpy(dtype=float),
             "backward": (table["pass"] == "bw").to_numpy(dtype=float),
+            "vendor": device.vendor_codes(specs),
             "elements_per_unit_log2": np.log2(
                 np.maximum(table["elements"].to_numpy(dtype=float), 1) / spec["compute_units"]
             ),
             "traffic_over_llc_log2": np.log2(np.maximum(traffic, 1) / (spec["llc_mb"] * 2**20)),
-            # the device's balance, as the GEMM features have it
-            "ridge_log2": np.log2(gemm_peak * 1e12 / bandwidth),
+            "ridge_log2": np.log2(
+                gemm_peak / bandwidth
+            ),  # the device's balance, as the GEMM features have it
         }
     )
     for column in GEMM_COLUMNS:
@@ -119,35 +99,30 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
         rows = table.loc[gemm, ["b", "m", "n", "k", "dtype", "device"]].assign(trans_a=False, trans_b=False)
         features = gemm_features.tabular(rows.reset_index(drop=True), catalogue)
         X.loc[gemm, list(GEMM_COLUMNS)] = features.X[list(GEMM_COLUMNS)].to_numpy()
-        law.loc[gemm, PART_REFERENCE] = features.reference["runtime_ms"].to_numpy()
-        law.loc[gemm, ["compute_ms", "memory_ms"]] = features.meta[["compute_ms", "memory_ms"]].to_numpy()
-    X["roofline_us_log2"] = np.log2(
-        np.minimum(law[PART_REFERENCE].to_numpy() * 1e3, gemm_features.SATURATION_US)
-    )
-    return X, law
+        roofline[gemm] = features.reference["runtime_ms"].to_numpy()
+    X["roofline_us_log2"] = np.log2(np.minimum(roofline * 1e3, gemm_features.SATURATION_US))
+    return X, roofline
 
 
-def _parts(table: pd.DataFrame, X: pd.DataFrame, law: pd.DataFrame) -> Parts:
-    """One part per (row, operator, pass): the largest kernel's features, the summed roofline and law
-    terms, one time. Ties (a backward pass's two GEMMs of one size) go to the first kernel, so a part
-    is the same whatever else the request holds."""
+def _parts(table: pd.DataFrame, X: pd.DataFrame, roofline: np.ndarray) -> Parts:
+    """One part per (row, operator, pass): the largest kernel's features, summed roofline, one time."""
     key = table["owner"].astype(str) + "/" + table["op_index"].astype(str) + "/" + table["pass"]
-    frame = pd.concat([X, law], axis=1).assign(_key=key.to_numpy())
+    frame = X.assign(**{PART_REFERENCE: roofline, "_key": key.to_numpy()})
+    # ties (a backward pass's two GEMMs of one size) go to the first kernel: a part is the same
+    # whatever else the request holds
     largest = (
         frame.sort_values(PART_REFERENCE, ascending=False, kind="stable")
         .drop_duplicates("_key")
         .set_index("_key")
     )
-    summed = frame.groupby("_key")[[PART_REFERENCE, "compute_ms", "memory_ms"]].sum()
+    summed = frame.groupby("_key")[PART_REFERENCE].sum()
     first = table.assign(_key=key.to_numpy()).drop_duplicates("_key").set_index("_key")
     parts = largest.loc[first.index].assign(
-        **{column: summed.loc[first.index, column].to_numpy() for column in summed.columns},
         **{
+            PART_REFERENCE: summed.loc[first.index].to_numpy(),
             PART_OBSERVED: first["observed"].to_numpy(dtype=float),
             PART_COUNT: first["count"].to_numpy(dtype=float),
-            # every part is a library call (cuBLAS, cuDNN, framework kernels), as the law's prior reads it
-            "stratum": largest.loc[first.index, "device_kind"].astype(str).to_numpy() + ".library",
-        },
+        }
     )
     return Parts(parts.reset_index(drop=True), first["owner"].to_numpy(dtype=int))
 
@@ -155,7 +130,8 @@ def _parts(table: pd.DataFrame, X: pd.DataFrame, law: pd.DataFrame) -> Parts:
 def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for model rows (traces from the loader, or API items as rows)."""
     table = _kernel_table(rows)
-    parts = _parts(table, *_kernel_features(table, catalogue))
+    X_kernels, roofline = _kernel_features(table, catalogue)
+    parts = _parts(table, X_kernels, roofline)
     part_roofline = parts.frame[PART_COUNT].to_numpy() * parts.frame[PART_REFERENCE].to_numpy()
     total = np.bincount(parts.owner, weights=part_roofline, minlength=len(rows))
     is_gemm = parts.frame["kind"].to_numpy() == KIND_CODES["gemm"]
