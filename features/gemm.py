@@ -97,14 +97,14 @@ _META: dict[str, Callable[[DeviceSpec], str]] = {
 }
 
 
-def resolve_devices(names: np.ndarray, catalogue: Catalogue) -> tuple[np.ndarray, list[DeviceSpec]]:
+def _devices(names: np.ndarray, catalogue: Catalogue) -> tuple[np.ndarray, list[DeviceSpec]]:
     """Each row's index into the distinct devices' spec sheets (resolved once each, in order of first
     appearance, so an unknown device is named as a row-by-row pass would name it)."""
     index, distinct = pd.factorize(names, use_na_sentinel=False)
     return index, device.resolve(np.asarray(distinct), catalogue)
 
 
-def per_device_dtype(
+def _per_device_dtype(
     specs: list[DeviceSpec],
     device_index: np.ndarray,
     dtypes: np.ndarray,
@@ -122,7 +122,7 @@ def _peaks(
     specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's dense GEMM peak (TFLOP/s) and whether it came from a fallback dtype (1.0)."""
-    peaks = per_device_dtype(specs, device_index, math_dtype, DeviceSpec.gemm_peak)
+    peaks = _per_device_dtype(specs, device_index, math_dtype, DeviceSpec.gemm_peak)
     return peaks[:, 0], peaks[:, 1]
 
 
@@ -155,7 +155,7 @@ def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype:
             ),
         )
 
-    return per_device_dtype(specs, device_index, math_dtype, runs_on_matrix_units)[:, 0]
+    return _per_device_dtype(specs, device_index, math_dtype, runs_on_matrix_units)[:, 0]
 
 
 def power_headroom_log2(
@@ -188,30 +188,6 @@ def _strata(
     return np.char.add(np.char.add(np.char.add(kinds.astype(str), source), size), units)
 
 
-def unit_meta(
-    specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray, peak_tflops: np.ndarray
-) -> pd.DataFrame:
-    """What the performance law knows of each row's unit (a device and the dtype its GEMMs run in):
-    the device's identity, kind and architecture, whether the dtype runs on matrix units, and the
-    board's power headroom at ``peak_tflops`` (the row's dense GEMM peak)."""
-    matrix = _matrix_units(specs, device_index, math_dtype)
-    vector_peak, _ = _peaks(specs, device_index, np.full(len(device_index), Dtype.fp32.value))
-    spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
-    return pd.DataFrame(
-        {
-            **{
-                name: np.array([value(s) for s in specs], dtype=object)[device_index]
-                for name, value in _META.items()
-            },
-            "matrix_units": matrix,
-            "power_headroom_log2": power_headroom_log2(
-                spec["tdp_w"], peak_tflops, vector_peak, spec["year"], matrix
-            ),
-            "math_dtype": math_dtype,
-        }
-    )
-
-
 def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for canonical GEMM rows (loaders' tables or API items as rows).
 
@@ -226,12 +202,12 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     math_dtype = (
         rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype
     )
-    device_index, specs = resolve_devices(rows["device"].to_numpy(), catalogue)
+    device_index, specs = _devices(rows["device"].to_numpy(), catalogue)
     spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
     peak, peak_is_fallback = _peaks(specs, device_index, math_dtype)
-    unit = unit_meta(specs, device_index, math_dtype, peak)
-    matrix = unit["matrix_units"].to_numpy()
     peak = peak * 1e12
+    matrix = _matrix_units(specs, device_index, math_dtype)
+    vector_peak, _ = _peaks(specs, device_index, np.full(len(rows), Dtype.fp32.value))
     kinds = np.array([s.kind for s in specs], dtype=object)[device_index]
     dies = np.array([s.dies or 1 for s in specs], dtype=float)[device_index]
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9 / dies  # one GEMM runs on one die of a multi-die board
@@ -291,13 +267,24 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     reference = pd.DataFrame(
         {"runtime_ms": limit_ms, "power_w": spec["tdp_w"], "energy_j": roofline_ms * spec["tdp_w"] / 1e3}
     )
-    meta = unit.assign(
-        shape=_shapes(b, m, n, k),
-        kernel=rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
-        dtype=dtype,
-        stratum=_strata(kinds, np.isnan(kernel["block_m"]), roofline_ms, matrix),
-        # the performance law's terms, for the physics family
-        compute_ms=compute_s * 1e3,
-        memory_ms=memory_s * 1e3,
+    meta = pd.DataFrame(
+        {
+            **{
+                name: np.array([value(s) for s in specs], dtype=object)[device_index]
+                for name, value in _META.items()
+            },
+            "shape": _shapes(b, m, n, k),
+            "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
+            "dtype": dtype,
+            "stratum": _strata(kinds, np.isnan(kernel["block_m"]), roofline_ms, matrix),
+            # the performance law's terms, for the physics family
+            "compute_ms": compute_s * 1e3,
+            "memory_ms": memory_s * 1e3,
+            "matrix_units": matrix,
+            "power_headroom_log2": power_headroom_log2(
+                spec["tdp_w"], peak / 1e12, vector_peak, spec["year"], matrix
+            ),
+            "math_dtype": math_dtype,
+        }
     )
     return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)

@@ -120,11 +120,6 @@ def shape_group(meta: pd.DataFrame) -> np.ndarray:
     return np.where(meta["device_kind"].astype(str).to_numpy() == "gpu", "gpu", "other")
 
 
-def _bound_ms(meta: pd.DataFrame) -> np.ndarray:
-    """The larger of each row's compute and memory time (a kernel without FLOPs is bound by memory)."""
-    return np.maximum(meta[COMPUTE].to_numpy(float), meta[MEMORY].to_numpy(float))
-
-
 def _floor_ms(kind: str) -> float:
     return LAUNCH_FLOOR_MS.get(kind, MIN_FLOOR_MS)
 
@@ -293,7 +288,12 @@ class PhysicsFamily:
         """Usable rows, at most ``max_rows_per_unit`` per unit (seeded)."""
         y = Y[self.target_name_].to_numpy(dtype=float)
         meta = features.meta
-        usable = np.isfinite(y) & (y > 0) & (_bound_ms(meta) > 0)
+        usable = (
+            np.isfinite(y)
+            & (y > 0)
+            & (meta[COMPUTE].to_numpy(float) > 0)
+            & (meta[MEMORY].to_numpy(float) > 0)
+        )
         if weight is not None:
             usable &= np.asarray(weight, float) > 0
         rng = np.random.default_rng(self.seed)
@@ -382,7 +382,7 @@ class PhysicsFamily:
         kind = str(features.meta["device_kind"].iloc[np.flatnonzero(rows)[0]])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         with np.errstate(divide="ignore", invalid="ignore"):
-            rows = rows & np.isfinite(np.log(y) + np.log(np.maximum(compute, memory)) + log_g)
+            rows = rows & np.isfinite(np.log(y) + np.log(compute) + np.log(memory) + log_g)
         if not rows.any():  # nothing the law can read: the prior stands
             return replace(prior, sigma=0.0)
         compute, memory, log_y, g = compute[rows], memory[rows], np.log(y[rows]), log_g[rows]
@@ -404,13 +404,16 @@ class PhysicsFamily:
     def _unit_table(self, features: Features, keys: np.ndarray) -> pd.DataFrame:
         """Per fitted unit: its kind, dtype, class, headroom, whether library calls measured it, and its
         raw parameters (what ``Prior.fit`` reads)."""
-        grouped = features.meta.assign(unit=keys).groupby("unit", sort=True)
-        columns = {"device_kind": "kind", "math_dtype": "dtype", MATRIX: "matrix", HEADROOM: "headroom"}
-        first = grouped[list(columns)].first().rename(columns=columns)
-        first["library"] = (
-            grouped["stratum"]
-            .agg(lambda s: s.str.contains(".library", regex=False).mean() > 0.5)
-            .astype(bool)
+        first = (
+            features.meta.assign(unit=keys)
+            .groupby("unit", sort=True)
+            .agg(
+                kind=("device_kind", "first"),
+                dtype=("math_dtype", "first"),
+                matrix=(MATRIX, "first"),
+                headroom=(HEADROOM, "first"),
+                library=("stratum", lambda s: bool(s.str.contains(".library", regex=False).mean() > 0.5)),
+            )
         )
         params = pd.DataFrame(
             {k: raw(u) for k, u in self.units_.items()}, index=["log_eta_c", "log_eta_m", "log_t0"]
