@@ -5,11 +5,11 @@ one device left out, with and without ten of its measurements.
 
 Scenarios (each through ``evaluate.train_test``, the path of ``preflight evaluate --train --test``):
 NeuSight's own (the A100 80GB from its five training GPUs), a generation held out (A100 40GB from
-Pascal, Volta and Turing; V100 and T4 from Pascal), another vendor (AMD MI100 / MI210 from the NVIDIA GPUs),
-DeepBench leaving one device out with 0 and 10 shots (compared on the same rows), and GPPerf's RTX 4070
-from DeepBench's devices. Per device (and operator): MAPE, median APE, the 0.9 interval's coverage and
-width (high / low), and the plain roofline (the spec sheet's limit) beside. Writes
-bench/out/gpu_physics.json.
+Pascal, Volta and Turing; V100 and T4 from Pascal), another vendor (AMD MI100 / MI210 from the NVIDIA
+GPUs), DeepBench leaving one device out with 0 and 10 shots (compared on the same rows), GPPerf's
+RTX 4070 from DeepBench's devices, and the project's own H200 sweep (tensor cores) from every public
+GPU. Per device (and operator): MAPE, median APE, the 0.9 interval's coverage and width (high / low),
+and the plain roofline (the spec sheet's limit) beside. Writes bench/out/gpu_physics.json.
 """
 
 from __future__ import annotations
@@ -118,6 +118,27 @@ DEEPBENCH_REST = "DeepBench, one device left out, the rows not given as shots"
 DEEPBENCH_SHOTS = "DeepBench, one device left out, 10 shots"
 
 
+def hopper(family: str) -> dict[str, dict]:
+    """The H200's own sweep (``data/local/gemm``: fp16, bf16 and tf32 on its tensor cores, fp64 on its
+    FP64 tensor cores, fp32) from every other GPU's public rows, none of which ran on a matrix unit;
+    zero-shot and with 10 shots, compared on the same rows."""
+    local = _rows("local-gemm")
+    h200 = local[local.device == "nvidia-h200-sxm-141gb"].reset_index(drop=True)
+    train = pd.concat([_rows("deepbench"), _rows("neusight")], ignore_index=True)
+    adapted = evaluate.train_test(TASK, train, h200, CATALOGUE, family, "shape", shots=10)
+    rest = h200.iloc[adapted.test_index].reset_index(drop=True)
+    return {
+        HOPPER: _train_test(train, h200, family, ["dtype"]),
+        HOPPER_REST: _train_test(train, rest, family, ["dtype"]),
+        HOPPER_SHOTS: _scored(adapted, h200, ["dtype"]),
+    }
+
+
+HOPPER = "H200 tensor cores (own sweep) from DeepBench and NeuSight"
+HOPPER_REST = f"{HOPPER}, the rows not given as shots"
+HOPPER_SHOTS = f"{HOPPER}, 10 shots"
+
+
 def rtx4070(family: str) -> dict[str, dict]:
     return {"RTX 4070 (GPPerf) from DeepBench": _train_test(_rows("deepbench"), _rows("gpperf"), family, [])}
 
@@ -126,6 +147,7 @@ SCENARIOS: dict[str, Callable[[str], dict[str, dict]]] = {
     "neusight": neusight,
     "deepbench": deepbench,
     "rtx4070": rtx4070,
+    "hopper": hopper,
 }
 
 

@@ -69,7 +69,8 @@ MONOTONE = {"runtime_ms": {"roofline_us_log2": -1}}
 #: Architectures whose low-precision GEMMs run on matrix units (tensor cores, matrix cores, WMMA), by
 #: the start of the catalogue's ``architecture``: a spec-sheet fact, the tensor-core generation.
 MATRIX_ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna", "rdna 3")
-#: Dtypes a matrix unit runs (fp32 and fp64 GEMMs stay on the vector units in cuBLAS's default mode).
+#: Dtypes a matrix unit runs (fp32 GEMMs stay on the vector units in cuBLAS's default mode; fp64 runs on
+#: them where the spec sheet gives an fp64 GEMM peak: the FP64 tensor cores of A100/H100-class parts).
 MATRIX_DTYPES = frozenset({Dtype.fp16, Dtype.bf16, Dtype.tf32, Dtype.fp8, Dtype.int8})
 #: A GEMM whose roofline time is at least this (µs) is large: launch and ramp-up no longer dominate.
 LARGE_US = 100.0
@@ -141,19 +142,15 @@ def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.nd
 
 
 def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
-    """Whether each row's GEMM runs on matrix units (1.0): a low-precision dtype with a native peak on
-    a GPU of a tensor-core generation."""
+    """Whether each row's GEMM runs on matrix units (1.0): a low-precision dtype with a native peak, or
+    fp64 with a GEMM peak of its own, on a GPU of a tensor-core generation."""
 
     def runs_on_matrix_units(spec: DeviceSpec, dtype: Dtype) -> tuple[float]:
         architecture = (spec.architecture or "").lower()
-        return (
-            float(
-                spec.kind == "gpu"
-                and dtype in MATRIX_DTYPES
-                and dtype in spec.peak_tflops
-                and architecture.startswith(MATRIX_ARCHITECTURES)
-            ),
+        matrix_dtype = (dtype in MATRIX_DTYPES and dtype in spec.peak_tflops) or (
+            dtype == Dtype.fp64 and dtype in spec.gemm_peak_tflops
         )
+        return (float(spec.kind == "gpu" and matrix_dtype and architecture.startswith(MATRIX_ARCHITECTURES)),)
 
     return _per_device_dtype(specs, device_index, math_dtype, runs_on_matrix_units)[:, 0]
 
@@ -213,7 +210,10 @@ def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9 / dies  # one GEMM runs on one die of a multi-die board
     element_bytes = _each(dtype, lambda d: BYTES_PER_ELEMENT[Dtype(d)], float)
     flops = 2 * b * m * n * k
-    traffic = b * (element_bytes * (m * k + k * n) + 4 * m * n)  # inputs once, fp32/int32 output
+    # inputs read once, the output written once in the operands' type: the least a library moves (an
+    # fp16 GEMM writing fp32 moves more), so the roofline stays a limit (H200 fp16 runs at 0.73 of the
+    # bound that counted a 4-byte output)
+    traffic = b * element_bytes * (m * k + k * n + m * n)
     llc_bytes = spec["llc_mb"] * 2**20
     # a working set that fits the last-level cache streams from it, faster than from DRAM
     cached = np.nan_to_num(traffic / b) <= np.nan_to_num(llc_bytes)

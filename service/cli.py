@@ -601,6 +601,7 @@ def collect_gemm(
     threads: Annotated[int | None, typer.Option(min=1)] = None,
     repeats: Count = 7,
     max_seconds_per_point: Annotated[float, typer.Option(callback=_positive)] = 2.0,
+    power: Annotated[bool, typer.Option(help="measure power over a settled 1 s window per point")] = True,
 ) -> None:
     """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA)."""
     from preflight.data.collect.gemm import collect_gemm as run
@@ -609,7 +610,7 @@ def collect_gemm(
     target = out or settings.home / "collect" / "local_gemm.csv"
     summary = run(
         device, target, points=points, seed=seed, threads=threads, repeats=repeats,
-        max_seconds_per_point=max_seconds_per_point,
+        max_seconds_per_point=max_seconds_per_point, power=power,
     )  # fmt: skip
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,9 +30,18 @@ from rich.progress import Progress
 
 #: m, n and k are drawn from these: powers of two, other sizes, and skinny ones (1, 16).
 DIMS = (1, 16, 32, 64, 96, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 3000, 4096)
+#: A GPU's sweep adds the sizes where its matrix units reach their plateau.
+DIMS_BY_KIND = {"cpu": DIMS, "cuda": (*DIMS, 6144, 8192, 16384)}
 LAYOUTS = ((False, False), (False, True), (True, False), (True, True))
-TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-DTYPES = {"cpu": ("fp32", "fp64", "bf16"), "cuda": ("fp32", "fp64", "bf16", "fp16")}
+#: tf32 is fp32 storage multiplied on the tensor cores (TF32 allowed); fp32 is kept to full fp32 math.
+TORCH_DTYPES = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+DTYPES = {"cpu": ("fp32", "fp64", "bf16"), "cuda": ("fp32", "tf32", "fp64", "bf16", "fp16")}
 _KEY_COLUMNS = COLUMNS[:7]  # m, n, k, dtype, trans_a, trans_b, device
 
 
@@ -65,20 +74,22 @@ def collect_gemm(
     repeats: int = 7,
     max_seconds_per_point: float = 2.0,
     progress: bool = True,
-    dims: Sequence[int] = DIMS,
+    dims: Sequence[int] | None = None,
+    power: bool = True,
 ) -> CollectSummary:
     """Measure the first ``points`` GEMMs of the seeded sweep on ``device`` ("cpu", "cuda", "cuda:N").
 
     Appends them to ``out``, skipping the points it already holds and those slower than the budget.
+    ``power=False`` times only (each point then costs milliseconds instead of the power window's seconds).
     """
     target, out = host.parse_device(device), Path(out)
-    plan = sweep(points, seed, DTYPES[target.type], dims)
+    plan = sweep(points, seed, DTYPES[target.type], DIMS_BY_KIND[target.type] if dims is None else dims)
     summary = CollectSummary(out, "", measured=0, skipped_existing=0)
     with torch_threads(threads if target.type == "cpu" else None), _current_gpu(target):
         summary.device_id = host.device_id(target)
         done = _measured_keys(out, summary.device_id, seed)
         _write_side_files(target, out, seed)
-        meter = energy.energy_meter(target)
+        meter = energy.energy_meter(target) if power else None
 
         def measure(point: Point) -> list[str] | None:
             return _measure(point, target, repeats, max_seconds_per_point / repeats, meter)
@@ -165,17 +176,29 @@ def _measure(
 
     A run clipped to ``timing.PROBE_DIM`` screens out hopeless points in milliseconds; one full run decides.
     """
-    if _probe_s(point, target) > budget_s:
-        return None
-    run = _gemm(point, target)
-    per_run_s = timing.once_s(run, target)
-    if per_run_s > budget_s:
-        return None
-    timing.warm_up(run, target, per_run_s)
-    p10, median, p90 = timing.spread_ms(run, target, repeats)
-    power_w, energy_j = energy.power(run, target, per_run_s, meter) if meter else (None, None)
+    with _matmul_math(point.dtype):
+        if _probe_s(point, target) > budget_s:
+            return None
+        run = _gemm(point, target)
+        per_run_s = timing.once_s(run, target)
+        if per_run_s > budget_s:
+            return None
+        timing.warm_up(run, target, per_run_s)
+        p10, median, p90 = timing.spread_ms(run, target, repeats)
+        power_w, energy_j = energy.power(run, target, per_run_s, meter) if meter else (None, None)
     collected_at = datetime.now(UTC).isoformat(timespec="seconds")
     return [str(repeats), *(_number(v) for v in (median, p10, p90, power_w, energy_j)), collected_at]
+
+
+@contextmanager
+def _matmul_math(dtype: str) -> Iterator[None]:
+    """Let fp32 GEMMs use TF32 tensor-core math inside the block exactly when ``dtype`` is tf32."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def _probe_s(point: Point, target: torch.device) -> float:

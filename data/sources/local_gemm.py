@@ -1,11 +1,13 @@
-"""local-gemm: GEMMs timed on this machine by ``preflight collect gemm`` (``data/collect/gemm.py``).
+"""local-gemm: GEMMs timed by ``preflight collect gemm`` (``data/collect/gemm.py``).
 
-The file is a CSV with one measured point per line; beside it, ``<file>.device.json`` holds the
-spec sheet of the device that was measured, which travels with the rows as an extra device.
+A file is a CSV with one measured point per line; beside it, ``<file>.device.json`` holds the
+spec sheet of the device that was measured, which travels with the rows as an extra device. A folder
+of such files (one per device or sweep, as a lab collects them) loads as one table.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,8 +20,8 @@ from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_
 from pydantic import ValidationError
 
 SOURCE = "local-gemm"
-#: The dataset measured on the project's own machine and shipped with preflight.
-SHIPPED = Path(__file__).resolve().parents[1] / "local" / "local_gemm.csv"
+#: The sweeps measured by the project and shipped with preflight: its own CPU, and an H200's tensor cores.
+SHIPPED = Path(__file__).resolve().parents[1] / "local" / "gemm"
 #: The layout the collector writes, in order; the loader needs every column.
 COLUMNS = [
     "m",
@@ -63,6 +65,33 @@ def _flags(column: pd.Series) -> pd.Series:
 
 
 def load(path: Path) -> Loaded:
+    """One collector file, or every ``*.csv`` in a folder of them as one table (rejects name their file)."""
+    path = Path(path)
+    if not path.is_dir():
+        return _load_file(path)
+    files = sorted(path.glob("*.csv"))
+    if not files:
+        raise DataError(f"{SOURCE}: no collector CSV in {path}")
+    parts = [_load_file(file) for file in files]
+    sheets = {sheet["id"]: sheet for part in parts for sheet in part.extra_devices}
+    return Loaded(
+        source=SOURCE,
+        rows=pd.concat([part.rows for part in parts], ignore_index=True),
+        rejects=pd.concat(
+            [
+                part.rejects.assign(reason=f"{file.name}: " + part.rejects["reason"])
+                for file, part in zip(files, parts)
+            ],
+            ignore_index=True,
+        ),
+        sha256=hashlib.sha256(
+            "".join(f"{f.name}\0{p.sha256}\n" for f, p in zip(files, parts)).encode()
+        ).hexdigest(),
+        extra_devices=list(sheets.values()),
+    )
+
+
+def _load_file(path: Path) -> Loaded:
     raw = read_csv(path, COLUMNS, SOURCE)
     device = read_device(path)
     trans_a, trans_b = _flags(raw["trans_a"]), _flags(raw["trans_b"])

@@ -113,3 +113,31 @@ def test_a_file_that_is_not_a_gemm_csv_is_left_alone(tmp_path):
         collect(out, 1)
     assert out.read_text() == '{"a": 1}'
     assert sorted(tmp_path.iterdir()) == [out]  # no spec sheet or seed beside it
+
+
+def test_a_timing_only_sweep_records_no_power_and_tf32_math_is_scoped():
+    import torch
+    from preflight.data.collect.gemm import _matmul_math
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    with _matmul_math("tf32"):
+        assert torch.backends.cuda.matmul.allow_tf32
+    with _matmul_math("fp32"):
+        assert not torch.backends.cuda.matmul.allow_tf32
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    assert "tf32" in DTYPES["cuda"] and "tf32" not in DTYPES["cpu"]
+
+
+def test_power_off_leaves_the_power_cells_empty(tmp_path, monkeypatch):
+    from itertools import count
+
+    from preflight.data.collect import energy
+
+    joules = count(step=5)
+    monkeypatch.setattr(energy, "energy_meter", lambda target: energy.Meter(lambda: float(next(joules))))
+    monkeypatch.setattr(energy, "SETTLE_S", 0.0)
+    monkeypatch.setattr(energy, "WINDOW_S", 0.01)
+    collect(tmp_path / "with.csv", 2)
+    collect(tmp_path / "without.csv", 2, power=False)
+    assert pd.read_csv(tmp_path / "with.csv")["power_w"].gt(0).all()
+    assert pd.read_csv(tmp_path / "without.csv")[["power_w", "energy_j"]].isna().all().all()

@@ -86,3 +86,21 @@ def test_a_missing_side_file_is_an_error_naming_where_it_was_expected(tmp_path):
 def test_an_invalid_side_file_is_an_error(tmp_path):
     with pytest.raises(DataError, match="not a valid device spec"):
         local_gemm.load(write(tmp_path, GOOD, spec=SPEC | {"peak_tflops": {"fp16": 10.0}}))
+
+
+def test_a_folder_of_sweeps_loads_as_one_table_with_each_device(tmp_path):
+    first = write(tmp_path, GOOD)
+    other = SPEC | {"id": "test-gpu", "name": "Test GPU", "kind": "gpu"}
+    second = tmp_path / "gpu.csv"
+    second.write_text("\n".join([HEADER, GOOD[0].replace("test-cpu-1-threads", "test-gpu"), "bad"]) + "\n")
+    local_gemm.side_file(second).write_text(json.dumps(other))
+    loaded = local_gemm.load(tmp_path)
+    assert sorted(loaded.rows["device"]) == ["test-cpu-1-threads"] * 3 + ["test-gpu"]
+    assert sorted(d["id"] for d in loaded.extra_devices) == ["test-cpu-1-threads", "test-gpu"]
+    assert loaded.rejects["reason"].str.startswith("gpu.csv: ").all() and len(loaded.rejects) == 1
+    assert loaded.sha256 != local_gemm.load(first).sha256
+
+
+def test_an_empty_folder_is_refused(tmp_path):
+    with pytest.raises(DataError, match="no collector CSV"):
+        local_gemm.load(tmp_path)

@@ -193,7 +193,7 @@ def test_a_port_out_of_range_is_refused_before_serving(monkeypatch):
 
 def _local_gemm_file(tmp_path: Path, rows: int) -> Path:
     """The shipped CPU sweep's first ``rows`` rows, with its device spec beside them."""
-    shipped = Path(local_gemm.__file__).parents[1] / "local" / "local_gemm.csv"
+    shipped = Path(local_gemm.__file__).parents[1] / "local" / "gemm" / "local_gemm.csv"
     out = tmp_path / f"gemm-{rows}.csv"
     out.write_text("".join(shipped.read_text().splitlines(keepends=True)[: rows + 1]))
     spec = Path(f"{shipped}.device.json")
