@@ -51,6 +51,16 @@ DEVICE_COLUMNS = ("ridge_log2", "vendor", "peak_is_fallback")
 #: training row measured), and the working set over L2 (tiling hides it on a GPU; it is what made the
 #: free tree's efficiency fall as GEMMs grew).
 GPU_COLUMNS = ("working_set_over_llc_log2", "dtype", "math_dtype", "element_bytes")
+#: Columns a matrix unit's shape term leaves out besides: those measured against the dtype's peak. A
+#: tensor core's peak is 8-16x a vector unit's, so on them a large tensor-core GEMM looks like a small
+#: vector one (the H200's fp16 GEMMs from the public GPUs: 45% median error with them, 13% on geometry
+#: alone; the vector units keep them: the A100 80GB's linear GEMMs go from 9.7 to 24% without).
+PEAK_COLUMNS = (
+    "roofline_us_log2",
+    "intensity_over_ridge_log2",
+    "tile_intensity_over_ridge_log2",
+    "bound_by_compute",
+)
 #: A GPU's shape term never falls as the work or its intensity grows, nor as less of a wave or a tile
 #: is padding. Other kinds' (a CPU's cache hierarchy makes efficiency rise and fall with size, and an
 #: emulated dtype has its own shape) are learned freely, on every column but the device's identity.
@@ -116,8 +126,28 @@ def units(meta: pd.DataFrame) -> np.ndarray:
 
 
 def shape_group(meta: pd.DataFrame) -> np.ndarray:
-    """Which shape tree reads each row: ``gpu``, or ``other`` for every other kind."""
-    return np.where(meta["device_kind"].astype(str).to_numpy() == "gpu", "gpu", "other")
+    """Which shape tree reads each row: ``gpu`` (a GPU's vector units), ``matrix`` (its matrix units), or
+    ``other`` for every other kind."""
+    gpu = meta["device_kind"].astype(str).to_numpy() == "gpu"
+    return np.where(gpu, np.where(meta[MATRIX].to_numpy(float) > 0, "matrix", "gpu"), "other")
+
+
+def _shape_trees(groups: np.ndarray) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
+    """Each shape tree to fit: the rows it learns from and the columns it leaves out. The matrix units'
+    tree learns from every GPU row (the geometry it reads transfers from the vector units, and no
+    public source measured a matrix unit), whenever there is one."""
+    gpu = np.isin(groups, ("gpu", "matrix"))
+    trees = {
+        str(group): (
+            np.flatnonzero(groups == group),
+            DEVICE_COLUMNS + (GPU_COLUMNS if group == "gpu" else ()),
+        )
+        for group in np.unique(groups)
+        if group != "matrix"
+    }
+    if gpu.any():
+        trees["matrix"] = (np.flatnonzero(gpu), DEVICE_COLUMNS + GPU_COLUMNS + PEAK_COLUMNS)
+    return trees
 
 
 def _floor_ms(kind: str) -> float:
@@ -271,10 +301,11 @@ class PhysicsFamily:
                 )
                 for key in np.unique(keys)
             }
-        # g ≤ 1 with the efficiencies as upper envelopes: the shape term's top moves into each unit, as
-        # far as its efficiency allows
-        self.shift_ = float(np.quantile(raw, SHAPE_TOP))
-        self.units_ = {key: bounded(u, self.shift_) for key, u in params.items()}
+        # g ≤ 1 with the efficiencies as upper envelopes: each tree's top moves into its units, as far
+        # as their efficiency allows
+        self.shift_ = self._tops(features)
+        tree_of = dict(zip(keys, self._tree_names(features.meta)))
+        self.units_ = {key: bounded(u, self.shift_[tree_of[key]]) for key, u in params.items()}
         self.prior_ = Prior.fit(self._unit_table(features, keys))
         self.measured_ = self._measured(features, keys, self.units_)
         self.adapted_: dict[str, Unit] = {}
@@ -334,20 +365,17 @@ class PhysicsFamily:
     def _fit_shape(
         self, features: Features, y: np.ndarray, keys: np.ndarray, params: dict[str, Unit], weight: np.ndarray
     ) -> dict[str, TreeFamily]:
-        """The shape term, one tree per group of kinds (``shape_group``): log g = log(bound at the unit's
-        efficiencies / time past the floor)."""
+        """The shape term, one tree per group (``shape_group``, ``_shape_trees``): log g = log(bound at the
+        unit's efficiencies / time past the floor)."""
         unit = np.array([[params[k].log_eta_c, params[k].log_eta_m, params[k].log_t0] for k in keys])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         bound = np.exp(
             law(compute, memory, np.column_stack([unit[:, :2], np.full(len(y), -np.inf)]), np.zeros(len(y)))
         )
         log_g = np.log(bound / np.maximum(y - np.exp(unit[:, 2]), 0.1 * y))
-        groups = shape_group(features.meta)
         trees = {}
-        for group in np.unique(groups):
-            rows = np.flatnonzero(groups == group)
-            gpu = group == "gpu"
-            excluded = DEVICE_COLUMNS + (GPU_COLUMNS if gpu else ())
+        for group, (rows, excluded) in _shape_trees(shape_group(features.meta)).items():
+            gpu = group != "other"
             columns = [c for c in features.X.columns if c not in excluded]
             shape = Features(
                 X=features.X[columns].iloc[rows].reset_index(drop=True),
@@ -422,19 +450,32 @@ class PhysicsFamily:
 
     # predicting ----------------------------------------------------------------------------------------
 
+    def _tree_names(self, meta: pd.DataFrame) -> np.ndarray:
+        """The shape tree that reads each row: its group's, or another's where training had none."""
+        groups = shape_group(meta)
+        return np.array([g if g in self.shape_ else next(iter(self.shape_)) for g in groups], dtype=object)
+
+    def _tree_log_g(self, tree: str, features: Features, rows: np.ndarray) -> np.ndarray:
+        part = Features(
+            X=features.X.iloc[rows],
+            reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
+            meta=features.meta.iloc[rows],
+        )
+        return self.shape_[tree].predict(part)["log_g"].to_numpy()
+
+    def _tops(self, features: Features) -> dict[str, float]:
+        """Each shape tree's top (``SHAPE_TOP`` quantile) over the rows it learned from: g = 1 there."""
+        return {
+            tree: float(np.quantile(self._tree_log_g(tree, features, rows), SHAPE_TOP))
+            for tree, (rows, _) in _shape_trees(shape_group(features.meta)).items()
+        }
+
     def _raw_log_g(self, features: Features) -> np.ndarray:
-        """The shape trees' output, before it is shifted and bounded: each row from its group's tree,
-        or the other group's where training had none of its kinds."""
-        groups, out = shape_group(features.meta), np.zeros(len(features.X))
-        for group in np.unique(groups):
-            rows = np.flatnonzero(groups == group)
-            tree = self.shape_.get(group) or next(iter(self.shape_.values()))
-            part = Features(
-                X=features.X.iloc[rows],
-                reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
-                meta=features.meta.iloc[rows],
-            )
-            out[rows] = tree.predict(part)["log_g"].to_numpy()
+        """The shape trees' output, before it is shifted and bounded."""
+        trees, out = self._tree_names(features.meta), np.zeros(len(features.X))
+        for tree in np.unique(trees):
+            rows = np.flatnonzero(trees == tree)
+            out[rows] = self._tree_log_g(str(tree), features, rows)
         return out
 
     def parameters(self, meta: pd.DataFrame) -> np.ndarray:
@@ -445,7 +486,7 @@ class PhysicsFamily:
         keys = units(meta)
         distinct, first, index = np.unique(keys, return_index=True, return_inverse=True)
         head = meta.iloc[first]
-        prior = self._prior(head)
+        prior, trees = self._prior(head), self._tree_names(head)
         known = self.units_ | self.adapted_
         out = np.empty((len(distinct), 5))
         for i, key in enumerate(distinct):
@@ -455,7 +496,7 @@ class PhysicsFamily:
             else:
                 log_eta_c, log_eta_m, log_t0 = prior[i, :3] + self._deviation(head.iloc[i])
                 guess = Unit(float(log_eta_c), float(log_eta_m), float(log_t0), sigma=float(prior[i, 3]))
-                u = bounded(guess, self.shift_)
+                u = bounded(guess, self.shift_[trees[i]])
                 out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
         return out[index]
 
@@ -584,7 +625,9 @@ class PhysicsFamily:
         encodings = encodings_from_state(state)
         family = cls(targets={t: e.target for t, e in encodings.items()}, **state["params"])
         family.target_name_, family.encodings_ = state["target"], encodings
-        family.residual_sigma_, family.shift_ = state["residual_sigma"], state["shift"]
+        family.residual_sigma_, shift = state["residual_sigma"], state["shift"]
+        # a model saved before the matrix units had a tree of their own shifted every tree alike
+        family.shift_ = shift if isinstance(shift, dict) else dict.fromkeys(state["shape_groups"], shift)
         family.units_ = {k: Unit(**u) for k, u in state["units"].items()}
         family.prior_ = Prior(**state["prior"])
         family.shape_ = {
