@@ -13,7 +13,7 @@ last hours, where the same kernels ran twice as long as before (another workload
 Figures: (a) the RTX 4070 left out: physics-prior power of its large GEMMs, with the measured
 runtime's utilisation (an oracle for u) and with the roofline-only u = 1, median APE and coverage of
 the prior's interval; (b) the shape fitted on RTX 4070 power, 5 folds grouped by (m,n,k) shape;
-(c) the shipped local CPU sweep, where it has power and a TDP.
+(c) the project's own sweeps (the H200's 155 GEMMs with the power of a settled 1 s window).
 """
 
 from __future__ import annotations
@@ -135,20 +135,31 @@ def in_sample(frame: pd.DataFrame) -> list[str]:
     ]
 
 
-def local_cpu(catalogue: Catalogue) -> list[str]:
-    """(c) The shipped CPU sweep, if it measured power on a device with a TDP."""
+def local_sweeps(catalogue: Catalogue) -> list[str]:
+    """(c) The project's own sweeps (``data/local/gemm``), per device that measured power with a TDP:
+    the prior, and a shape fitted on the device's own power with (m,n,k) shapes left out. The H200's is
+    NVML's energy counter over a settled 1 s window of back-to-back runs of each GEMM."""
     loaded = sources.load("local-gemm", local_gemm.SHIPPED)
-    spec = DeviceSpec.model_validate(loaded.extra_devices[0])
-    catalogue.register(spec, persist=False)
-    frame = _frame(loaded, catalogue, loaded.rows["power_w"])
-    head = f"(c) local CPU sweep ({spec.id}): {len(frame)} of {len(loaded.rows)} rows have power_w"
-    if frame.empty or spec.tdp_w is None:
-        return [f"{head}; TDP on its spec sheet: {spec.tdp_w}. No power figure."]
-    oracle, roofline = _prior_scores(frame, frame["u"].to_numpy()), _prior_scores(frame, np.ones(len(frame)))
-    return [
-        f"{head}; cpu prior median APE {oracle[0]:.1f}% (coverage {oracle[1]:.2f}), "
-        f"u=1 {roofline[0]:.1f}% ({roofline[1]:.2f})"
-    ]
+    for sheet in loaded.extra_devices:
+        spec = DeviceSpec.model_validate(sheet)
+        if spec.id not in {d.id for d in catalogue}:
+            catalogue.register(spec, persist=False)
+    frame = _frame(loaded, catalogue, loaded.rows["power_w"]).assign(device=loaded.rows["device"])
+    lines = []
+    for device in sorted(loaded.rows["device"].unique()):
+        part = frame[(frame["device"] == device) & frame["tdp_w"].notna()]
+        head = f"(c) local sweep {device}: {len(part)} rows with power_w and a TDP"
+        if part.empty:
+            lines.append(f"{head}. No power figure.")
+            continue
+        oracle, roofline = _prior_scores(part, part["u"].to_numpy()), _prior_scores(part, np.ones(len(part)))
+        lines += [
+            f"{head} (median {part['power_w'].median():.0f} W, u {part['u'].median():.2f}); "
+            f"{part['kind'].iloc[0]} prior median APE {oracle[0]:.1f}% (coverage {oracle[1]:.2f}), "
+            f"u=1 {roofline[0]:.1f}% ({roofline[1]:.2f})",
+            _fit_line("fitted on its own power", part),
+        ]
+    return lines
 
 
 def describe(frame: pd.DataFrame) -> list[str]:
@@ -173,7 +184,7 @@ def main() -> None:
     start = time.perf_counter()
     catalogue = Catalogue.load()
     frame = _gpperf(path, catalogue)
-    for line in [*describe(frame), *held_out(frame), *in_sample(frame), *local_cpu(catalogue)]:
+    for line in [*describe(frame), *held_out(frame), *in_sample(frame), *local_sweeps(catalogue)]:
         print(line, flush=True)
     print(f"took {time.perf_counter() - start:.1f} s")
 

@@ -64,7 +64,9 @@ def test_coverage_is_a_parameter(registry):
     model = pyfunc.mlflow_pyfunc().load_model(CHAMPION)
     wide, narrow = (model.predict(pd.DataFrame([H100]), params={"coverage": c}) for c in (0.9, 0.5))
     assert wide["runtime_ms"][0] == narrow["runtime_ms"][0]
-    assert wide["runtime_ms_low"][0] < narrow["runtime_ms_low"][0] < narrow["runtime_ms_high"][0]
+    # the low ends may both sit at the roofline, the fastest the chip can be
+    assert wide["runtime_ms_low"][0] <= narrow["runtime_ms_low"][0] < narrow["runtime_ms_high"][0]
+    assert narrow["runtime_ms_high"][0] < wide["runtime_ms_high"][0]
 
 
 def test_every_tasks_champion_is_a_pyfunc_model_with_a_signature(registry):

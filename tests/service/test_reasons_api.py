@@ -10,7 +10,7 @@ from preflight.service.app import create_app
 
 KEY = "reasons-test-key"
 OUTSIDE = [
-    {"m": 16384, "n": 3, "k": 16384, "dtype": "fp64", "device": "NVIDIA H100 80GB HBM3"},
+    {"m": 65536, "n": 3, "k": 16384, "dtype": "fp64", "device": "NVIDIA H100 80GB HBM3"},
     {"m": 512, "n": 512, "k": 512, "device": "NV_P100", "kernel": {"block_m": 128, "block_n": 64}},
     {"m": 512, "n": 512, "k": 512, "device": "amd-epyc-1-threads"},  # no TDP: no power estimate
 ]
