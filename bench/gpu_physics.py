@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -134,6 +135,21 @@ def hopper(family: str) -> dict[str, dict]:
     }
 
 
+def hopper_shapes(family: str) -> dict[str, dict]:
+    """The H200 measured in training, a fifth of its (m, n, k) shapes held out (by a stable hash): how
+    a measured device's new shapes fare."""
+    local = _rows("local-gemm")
+    h200 = local[local.device == "nvidia-h200-sxm-141gb"].reset_index(drop=True)
+    shape = h200.m.astype(str) + "x" + h200.n.astype(str) + "x" + h200.k.astype(str)
+    held = shape.map(lambda text: zlib.crc32(text.encode()) % 5 == 0).to_numpy()
+    train = pd.concat([_rows("deepbench"), _rows("neusight"), h200[~held]], ignore_index=True)
+    return {
+        f"{HOPPER}, in training, a fifth of its shapes held out": _train_test(
+            train, h200[held], family, ["dtype"]
+        )
+    }
+
+
 HOPPER = "H200 tensor cores (own sweep) from DeepBench and NeuSight"
 HOPPER_REST = f"{HOPPER}, the rows not given as shots"
 HOPPER_SHOTS = f"{HOPPER}, 10 shots"
@@ -148,6 +164,7 @@ SCENARIOS: dict[str, Callable[[str], dict[str, dict]]] = {
     "deepbench": deepbench,
     "rtx4070": rtx4070,
     "hopper": hopper,
+    "hopper-shapes": hopper_shapes,
 }
 
 
