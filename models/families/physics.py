@@ -589,7 +589,7 @@ class PhysicsFamily:
         )
         posterior = fit(rows)
         at = np.flatnonzero(rows)
-        if len(at) < 3:
+        if len(at) < 2:
             return posterior
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
 
