@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.data import sources
-from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.catalogue import Catalogue
+from preflight.data.settings import Settings
 from preflight.data.sources import local_gemm
-from preflight.data.tables import Loaded
 from preflight.features.gemm import tabular
 from preflight.models import power
+from preflight.models.datasets import load_source
 from sklearn.model_selection import GroupKFold
 
 #: Large GEMMs: >= 2^38 flops, >= 9.4 ms at the RTX 4070's fp32 peak (26-166 ms measured): the sweep's
@@ -41,9 +42,8 @@ BUSY_PCT = 50
 FOLDS = 5
 
 
-def _frame(loaded: Loaded, catalogue: Catalogue, power_w: pd.Series) -> pd.DataFrame:
+def _frame(rows: pd.DataFrame, catalogue: Catalogue, power_w: pd.Series) -> pd.DataFrame:
     """Rows with power: utilisation from the roofline, TDP and device kind from the spec sheet."""
-    rows = loaded.rows
     features = tabular(rows, catalogue)
     frame = pd.DataFrame(
         {
@@ -62,7 +62,7 @@ def _gpperf(path: Path, catalogue: Catalogue) -> pd.DataFrame:
     loaded = sources.load("gpperf", path)  # leaves the published power out: it is read raw here
     raw = pd.read_csv(path, usecols=["gpu_util_pct", "power_w"]).drop(index=loaded.rejects["row"])
     raw = raw.reset_index(drop=True)
-    frame = _frame(loaded, catalogue, pd.to_numeric(raw["power_w"], errors="coerce"))
+    frame = _frame(loaded.rows, catalogue, pd.to_numeric(raw["power_w"], errors="coerce"))
     return frame.assign(busy=raw["gpu_util_pct"][frame.index] >= BUSY_PCT)
 
 
@@ -139,14 +139,10 @@ def local_sweeps(catalogue: Catalogue) -> list[str]:
     """(c) The project's own sweeps (``data/local/gemm``), per device that measured power with a TDP:
     the prior, and a shape fitted on the device's own power with (m,n,k) shapes left out. The H200's is
     NVML's energy counter over a settled 1 s window of back-to-back runs of each GEMM."""
-    loaded = sources.load("local-gemm", local_gemm.SHIPPED)
-    for sheet in loaded.extra_devices:
-        spec = DeviceSpec.model_validate(sheet)
-        if spec.id not in {d.id for d in catalogue}:
-            catalogue.register(spec, persist=False)
-    frame = _frame(loaded, catalogue, loaded.rows["power_w"]).assign(device=loaded.rows["device"])
+    rows, _ = load_source("local-gemm", local_gemm.SHIPPED, Settings(), catalogue, store=False)
+    frame = _frame(rows, catalogue, rows["power_w"]).assign(device=rows["device"])
     lines = []
-    for device in sorted(loaded.rows["device"].unique()):
+    for device in sorted(rows["device"].unique()):
         part = frame[(frame["device"] == device) & frame["tdp_w"].notna()]
         head = f"(c) local sweep {device}: {len(part)} rows with power_w and a TDP"
         if part.empty:

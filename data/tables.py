@@ -36,6 +36,14 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def files_sha256(root: Path, files: list[Path]) -> str:
+    """One checksum over several files read: their names relative to ``root`` and their contents."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def read_csv(path: Path, required: list[str], source: str) -> pd.DataFrame:
     """Read a published CSV, refusing a missing or unreadable file and one that lacks required columns."""
     path = Path(path)

@@ -87,9 +87,8 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
                 np.maximum(table["elements"].to_numpy(dtype=float), 1) / spec["compute_units"]
             ),
             "traffic_over_llc_log2": np.log2(np.maximum(traffic, 1) / (spec["llc_mb"] * 2**20)),
-            "ridge_log2": np.log2(
-                gemm_peak / bandwidth
-            ),  # the device's balance, as the GEMM features have it
+            # the device's balance, as the GEMM features have it
+            "ridge_log2": np.log2(gemm_peak / bandwidth),
         }
     )
     for column in GEMM_COLUMNS:

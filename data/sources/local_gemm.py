@@ -7,7 +7,6 @@ of such files (one per device or sweep, as a lab collects them) loads as one tab
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from preflight.data.catalogue import DeviceSpec
 from preflight.data.errors import DataError
 from preflight.data.gemm import Dtype
 from preflight.data.sources._gemm import check_gemm, gemm_frame
-from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
+from preflight.data.tables import Loaded, RowChecks, file_sha256, files_sha256, numeric, read_csv
 from pydantic import ValidationError
 
 SOURCE = "local-gemm"
@@ -84,9 +83,7 @@ def load(path: Path) -> Loaded:
             ],
             ignore_index=True,
         ),
-        sha256=hashlib.sha256(
-            "".join(f"{f.name}\0{p.sha256}\n" for f, p in zip(files, parts)).encode()
-        ).hexdigest(),
+        sha256=files_sha256(path, files),
         extra_devices=list(sheets.values()),
     )
 

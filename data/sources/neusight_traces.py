@@ -19,7 +19,6 @@ A ``.json`` without its ``.csv`` (multi-GPU runs, Switch models NeuSight could n
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -32,7 +31,7 @@ from preflight.data.catalogue import DeviceSpec
 from preflight.data.errors import DataError
 from preflight.data.gemm import Dtype
 from preflight.data.model_latency import OPS, OperatorSpec
-from preflight.data.tables import Loaded, RowChecks, file_sha256
+from preflight.data.tables import Loaded, RowChecks, files_sha256
 from pydantic import ValidationError
 
 SOURCE = "neusight-traces"
@@ -250,14 +249,6 @@ def _traces(path: Path) -> list[Path]:
     return found
 
 
-def _digest(root: Path, files: list[Path]) -> str:
-    """One checksum over every file read: relative names and contents."""
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha256(path)}\n".encode())
-    return digest.hexdigest()
-
-
 def load(path: Path) -> Loaded:
     path = Path(path)
     csvs = _traces(path)
@@ -276,7 +267,7 @@ def load(path: Path) -> Loaded:
         checks.reject(np.array([r == reason for r in reasons]), reason)
     read = [p for csv in csvs for p in (csv, _summary_path(csv)) if p.is_file()]
     read += [c for d in devices if (c := path / "device_configs" / f"{d}.json").is_file()]
-    loaded = checks.finish(SOURCE, pd.DataFrame(rows, columns=COLUMNS), _digest(path, read), path)
+    loaded = checks.finish(SOURCE, pd.DataFrame(rows, columns=COLUMNS), files_sha256(path, read), path)
     loaded.rows = loaded.rows.astype({"seq": "int64", "batch": "int64", "num_layer": "int64"})
     loaded.rejects["file"] = [csvs[i].relative_to(path).as_posix() for i in loaded.rejects["row"]]
     loaded.extra_devices = [spec.model_dump(mode="json", exclude_none=True) for spec in device_specs(path)]

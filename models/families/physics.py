@@ -453,7 +453,7 @@ class PhysicsFamily:
     def _tree_names(self, meta: pd.DataFrame) -> np.ndarray:
         """The shape tree that reads each row: its group's, or another's where training had none."""
         groups = shape_group(meta)
-        return np.array([g if g in self.shape_ else next(iter(self.shape_)) for g in groups], dtype=object)
+        return np.where(np.isin(groups, list(self.shape_)), groups, next(iter(self.shape_)))
 
     def _tree_log_g(self, tree: str, features: Features, rows: np.ndarray) -> np.ndarray:
         part = Features(

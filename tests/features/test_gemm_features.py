@@ -1,9 +1,14 @@
 import numpy as np
 import pandas as pd
 import pytest
+from preflight.data import sources
+from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownDevice
 from preflight.data.gemm import Dtype
+from preflight.data.settings import Settings
 from preflight.features import gemm
+from preflight.models.datasets import load_source
+from preflight.models.task import get_task
 
 
 def rows(**overrides) -> pd.DataFrame:
@@ -129,12 +134,6 @@ BOOST_MARGIN = 0.9
 def test_no_shipped_gpu_measurement_beats_its_roofline(source, tmp_path):
     """The roofline is a limit: the H200's fp64 GEMMs (FP64 tensor cores, 1.6x the vector peak) and
     its fp16 GEMMs that write a 2-byte output (0.73x a bound that counted 4 bytes) broke it before."""
-    from preflight.data import sources
-    from preflight.data.catalogue import Catalogue
-    from preflight.data.settings import Settings
-    from preflight.models.datasets import load_source
-    from preflight.models.task import get_task
-
     task, catalogue = get_task("gemm"), Catalogue.load()
     path = sources.default_path(source, None)
     loaded, _ = load_source(source, path, Settings(home=tmp_path), catalogue, store=False)
