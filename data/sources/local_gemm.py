@@ -19,7 +19,8 @@ from preflight.data.tables import Loaded, RowChecks, file_sha256, files_sha256, 
 from pydantic import ValidationError
 
 SOURCE = "local-gemm"
-#: The sweeps measured by the project and shipped with preflight: its own CPU, and an H200's tensor cores.
+#: The sweeps measured by the project and shipped with preflight: its own CPU, and an H100's and an
+#: H200's tensor cores.
 SHIPPED = Path(__file__).resolve().parents[1] / "local" / "gemm"
 #: The layout the collector writes, in order; the loader needs every column.
 COLUMNS = [
