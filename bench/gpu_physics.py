@@ -7,9 +7,10 @@ Scenarios (each through ``evaluate.train_test``, the path of ``preflight evaluat
 NeuSight's own (the A100 80GB from its five training GPUs), a generation held out (A100 40GB from
 Pascal, Volta and Turing; V100 and T4 from Pascal), another vendor (AMD MI100 / MI210 from the NVIDIA
 GPUs), DeepBench leaving one device out with 0 and 10 shots (compared on the same rows), GPPerf's
-RTX 4070 from DeepBench's devices, and the project's own H200 sweep (tensor cores) from every public
-GPU. Per device (and operator): MAPE, median APE, the 0.9 interval's coverage and width (high / low),
-and the plain roofline (the spec sheet's limit) beside. Writes bench/out/gpu_physics.json.
+RTX 4070 from DeepBench's devices, and the project's own H100 and H200 sweeps (tensor cores) from every
+public GPU, the H100 from its sibling, and new shapes on both. Per device (and operator): MAPE, median
+APE, the 0.9 interval's coverage and width (high / low), and the plain roofline (the spec sheet's
+limit) beside. Writes bench/out/gpu_physics.json.
 """
 
 from __future__ import annotations
@@ -119,40 +120,60 @@ DEEPBENCH_REST = "DeepBench, one device left out, the rows not given as shots"
 DEEPBENCH_SHOTS = "DeepBench, one device left out, 10 shots"
 
 
-def hopper(family: str) -> dict[str, dict]:
-    """The H200's own sweep (``data/local/gemm``: fp16, bf16 and tf32 on its tensor cores, fp64 on its
-    FP64 tensor cores, fp32) from every other GPU's public rows, none of which ran on a matrix unit;
-    zero-shot and with 10 shots, compared on the same rows."""
+#: The project's own sweeps (``data/local/gemm``): fp16, bf16 and tf32 on the tensor cores, fp64 on the
+#: FP64 tensor cores, fp32 on the vector units, the same shapes on both.
+H100, H200 = "nvidia-h100-sxm5-80gb", "nvidia-h200-sxm-141gb"
+
+
+def _hopper_rows() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The public GPUs' rows (none ran on a matrix unit) and the two Hopper sweeps."""
     local = _rows("local-gemm")
-    h200 = local[local.device == "nvidia-h200-sxm-141gb"].reset_index(drop=True)
-    train = pd.concat([_rows("deepbench"), _rows("neusight")], ignore_index=True)
-    adapted = evaluate.train_test(TASK, train, h200, CATALOGUE, family, "shape", shots=10)
-    rest = h200.iloc[adapted.test_index].reset_index(drop=True)
+    public = pd.concat([_rows("deepbench"), _rows("neusight")], ignore_index=True)
+    return public, local[local.device.isin([H100, H200])].reset_index(drop=True)
+
+
+def hopper(family: str) -> dict[str, dict]:
+    """The H100 and H200 sweeps from every public GPU; zero-shot and with 10 shots each, compared on
+    the same rows."""
+    public, hopper = _hopper_rows()
+    adapted = evaluate.train_test(TASK, public, hopper, CATALOGUE, family, "shape", shots=10)
+    rest = hopper.iloc[adapted.test_index].reset_index(drop=True)
     return {
-        HOPPER: _train_test(train, h200, family, ["dtype"]),
-        HOPPER_REST: _train_test(train, rest, family, ["dtype"]),
-        HOPPER_SHOTS: _scored(adapted, h200, ["dtype"]),
+        HOPPER: _train_test(public, hopper, family, ["dtype"]),
+        HOPPER_REST: _train_test(public, rest, family, ["dtype"]),
+        HOPPER_SHOTS: _scored(adapted, hopper, ["dtype"]),
     }
 
 
-def hopper_shapes(family: str) -> dict[str, dict]:
-    """The H200 measured in training, a fifth of its (m, n, k) shapes held out (by a stable hash): how
-    a measured device's new shapes fare."""
-    local = _rows("local-gemm")
-    h200 = local[local.device == "nvidia-h200-sxm-141gb"].reset_index(drop=True)
-    shape = h200.m.astype(str) + "x" + h200.n.astype(str) + "x" + h200.k.astype(str)
-    held = shape.map(lambda text: zlib.crc32(text.encode()) % 5 == 0).to_numpy()
-    train = pd.concat([_rows("deepbench"), _rows("neusight"), h200[~held]], ignore_index=True)
+def hopper_sibling(family: str) -> dict[str, dict]:
+    """The H100 with its sibling the H200 measured in training: a user's Hopper card that nobody here
+    measured (an H100 PCIe, an H800) meets the model this way."""
+    public, hopper = _hopper_rows()
+    train = pd.concat([public, hopper[hopper.device == H200]], ignore_index=True)
     return {
-        f"{HOPPER}, in training, a fifth of its shapes held out": _train_test(
-            train, h200[held], family, ["dtype"]
+        "H100 from the H200 and the public GPUs": _train_test(
+            train, hopper[hopper.device == H100].reset_index(drop=True), family, ["dtype"]
         )
     }
 
 
-HOPPER = "H200 tensor cores (own sweep) from DeepBench and NeuSight"
+def hopper_shapes(family: str) -> dict[str, dict]:
+    """Both Hopper sweeps in training, a fifth of their (m, n, k) shapes held out (by a stable hash):
+    how a measured device's new shapes fare."""
+    public, hopper = _hopper_rows()
+    shape = hopper.m.astype(str) + "x" + hopper.n.astype(str) + "x" + hopper.k.astype(str)
+    held = shape.map(lambda text: zlib.crc32(text.encode()) % 5 == 0).to_numpy()
+    train = pd.concat([public, hopper[~held]], ignore_index=True)
+    return {
+        "H100 and H200 in training, a fifth of their shapes held out": _train_test(
+            train, hopper[held], family, ["dtype"]
+        )
+    }
+
+
+HOPPER = "H100 and H200 tensor cores (own sweeps) from DeepBench and NeuSight"
 HOPPER_REST = f"{HOPPER}, the rows not given as shots"
-HOPPER_SHOTS = f"{HOPPER}, 10 shots"
+HOPPER_SHOTS = f"{HOPPER}, 10 shots each"
 
 
 def rtx4070(family: str) -> dict[str, dict]:
@@ -164,6 +185,7 @@ SCENARIOS: dict[str, Callable[[str], dict[str, dict]]] = {
     "deepbench": deepbench,
     "rtx4070": rtx4070,
     "hopper": hopper,
+    "hopper-sibling": hopper_sibling,
     "hopper-shapes": hopper_shapes,
 }
 

@@ -516,6 +516,7 @@ class PhysicsFamily:
             key: {
                 "device": str(row["device_id"]),
                 "architecture": str(row["architecture"]),
+                "dtype": str(row["math_dtype"]),
                 "matrix": float(row[MATRIX]),
                 "deviation": (raw(fitted[key]) - prior[i, :3]).tolist(),
             }
@@ -524,19 +525,23 @@ class PhysicsFamily:
         }
 
     def _deviation(self, row: pd.Series) -> np.ndarray:
-        """What the measured units of the row's device (share ``SAME_DEVICE_SHARE``), or else the units
-        of its architecture measured in training (``SAME_ARCHITECTURE_SHARE``), of the same class say
-        about its parameters: their mean deviation from their prior (log η_c, log η_m, log t0). A
-        user's measurements move their own device only."""
+        """What measured units of the same class (vector or matrix) say about the row's parameters: their
+        mean deviation from their prior (log η_c, log η_m, log t0), from the nearest evidence there is:
+        the row's device (share ``SAME_DEVICE_SHARE``), else its architecture's units in training in the
+        same dtype, else in any dtype (``SAME_ARCHITECTURE_SHARE``; an H100's fp64 from the H200's fp64,
+        not from the mean of its fp16, tf32 and fp64). A user's measurements move their own device only."""
+        same_class = float(row[MATRIX])
+        device, architecture, dtype = (str(row[c]) for c in ("device_id", "architecture", "math_dtype"))
         sources = (
-            ("device", "device_id", SAME_DEVICE_SHARE, self.measured_ | self.adapted_measured_),
-            ("architecture", "architecture", SAME_ARCHITECTURE_SHARE, self.measured_),
+            (SAME_DEVICE_SHARE, self.measured_ | self.adapted_measured_, {"device": device}),
+            (SAME_ARCHITECTURE_SHARE, self.measured_, {"architecture": architecture, "dtype": dtype}),
+            (SAME_ARCHITECTURE_SHARE, self.measured_, {"architecture": architecture}),
         )
-        for field, column, share, measured in sources:
+        for share, measured, match in sources:
             same = [
                 m["deviation"]
                 for m in measured.values()
-                if m["matrix"] == float(row[MATRIX]) and m[field] == str(row[column])
+                if m["matrix"] == same_class and all(m.get(k) == v for k, v in match.items())
             ]
             if same:
                 return share * np.mean(same, axis=0)
