@@ -13,7 +13,8 @@ last hours, where the same kernels ran twice as long as before (another workload
 Figures: (a) the RTX 4070 left out: physics-prior power of its large GEMMs, with the measured
 runtime's utilisation (an oracle for u) and with the roofline-only u = 1, median APE and coverage of
 the prior's interval; (b) the shape fitted on RTX 4070 power, 5 folds grouped by (m,n,k) shape;
-(c) the project's own sweeps (the H200's 155 GEMMs with the power of a settled 1 s window).
+(c) the project's own sweeps (the H100's 322 and the H200's 155 GEMMs with the power of a settled 1 s
+window).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from preflight.data.sources import PUBLIC, local_gemm
 
@@ -27,6 +28,22 @@ LAB_GPU = {
     "tdp_w": 500.0,
 }
 SAMPLE_GPUS = ("Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
+#: Rows the GEMM sample keeps of each shipped sweep: every device and dtype, few rows for fast tests.
+SWEEP_ROWS = 400
+
+
+def write_local_gemm(folder: Path) -> Path:
+    """The shipped local-gemm sweeps (the CPU, the H100, the H200), each cut to a seeded sample of
+    ``SWEEP_ROWS`` rows beside its device's side file."""
+    root = folder / "local-gemm"
+    root.mkdir(parents=True, exist_ok=True)
+    for sweep in sorted(local_gemm.SHIPPED.glob("*.csv")):
+        table = pd.read_csv(sweep, dtype=str, keep_default_na=False)
+        table.sample(min(SWEEP_ROWS, len(table)), random_state=0).sort_index().to_csv(
+            root / sweep.name, index=False
+        )
+        shutil.copy(local_gemm.side_file(sweep), local_gemm.side_file(root / sweep.name))
+    return root
 
 
 def write_model_traces(folder: Path) -> Path:
@@ -42,7 +59,7 @@ def write_model_traces(folder: Path) -> Path:
 
 #: task -> (folder -> {source: file}); files in the sources' published layouts.
 SAMPLE_SOURCES: dict[str, Callable[[Path], dict[str, Path]]] = {
-    "gemm": lambda folder: {"local-gemm": local_gemm.SHIPPED},
+    "gemm": lambda folder: {"local-gemm": write_local_gemm(folder)},
     "nas-accuracy": lambda folder: {"hw-nas-bench-360": write_hw_nas_bench(folder)},
     "nas-latency": lambda folder: {"hw-nas-bench-360": write_hw_nas_bench(folder)},
     "nas-curve": lambda folder: {"local-curves": write_local_curves(folder / "local_curves.csv")},

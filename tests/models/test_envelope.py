@@ -69,7 +69,7 @@ def outside_rows(rows: pd.DataFrame) -> pd.DataFrame:
         [
             head.assign(m=head["m"] * 4096),
             head.assign(n=1, k=head["k"] * 64),
-            head.assign(device="NVIDIA H100 80GB HBM3", dtype="fp16"),
+            head.assign(device="NVIDIA H100 PCIe", dtype="fp16"),
             head.assign(block_m=128.0, block_n=64.0, threads_m=16.0, threads_n=16.0),
         ],
         ignore_index=True,

@@ -15,7 +15,7 @@ from preflight.models.task import all_tasks
 
 from tests.client import api_client
 
-H100 = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 80GB HBM3"}
+H100_PCIE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 PCIe"}
 
 
 def test_tasks_name_their_families_and_splits():
@@ -46,19 +46,19 @@ def test_an_untrained_home_has_no_versions_and_says_how_to_train(tmp_path):
 
 def test_a_loaded_champion_predicts_what_the_service_answers(trained_home):
     model = preflight.load("gemm", home=trained_home)
-    frame = model.predict([H100])
+    frame = model.predict([H100_PCIE])
     assert list(frame.columns[:3]) == ["runtime_ms", "runtime_ms_low", "runtime_ms_high"]
     assert frame.loc[0, "runtime_ms_low"] <= frame.loc[0, "runtime_ms"] <= frame.loc[0, "runtime_ms_high"]
-    assert frame.loc[0, "ood"]  # the sample data hold no H100
+    assert frame.loc[0, "ood"]  # the sample data hold no H100 PCIe
     with api_client(trained_home) as client:
-        answer = client.post("/v1/gemm/predict", json={"items": [H100]}).json()
-    assert model.records([H100]) == answer["predictions"]
+        answer = client.post("/v1/gemm/predict", json={"items": [H100_PCIE]}).json()
+    assert model.records([H100_PCIE]) == answer["predictions"]
     assert answer["model"]["version"] == model.info.version
 
 
 def test_items_come_as_dicts_or_a_frame(trained_home):
     model = preflight.load("gemm", home=trained_home)
-    items = [H100, H100 | {"m": 1024, "dtype": "fp32"}]
+    items = [H100_PCIE, H100_PCIE | {"m": 1024, "dtype": "fp32"}]
     assert model.predict(pd.DataFrame(items)).equals(model.predict(items))
 
 
@@ -66,7 +66,7 @@ def test_an_invalid_item_names_its_field(trained_home):
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="dtype"):
-        preflight.load("gemm", home=trained_home).predict([H100 | {"dtype": "fp7"}])
+        preflight.load("gemm", home=trained_home).predict([H100_PCIE | {"dtype": "fp7"}])
 
 
 def test_versions_list_the_champion_and_a_version_loads_by_number(home):

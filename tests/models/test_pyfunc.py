@@ -23,10 +23,10 @@ from preflight.models.inference import predict_items
 from preflight.models.task import all_tasks, get_task
 
 CHAMPION = "models:/preflight.gemm@champion"
-H100 = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 80GB HBM3"}
+H100_PCIE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 PCIe"}
 #: a batched GEMM on the sample's CPU with a kernel: ``b`` is given for one row only (a column with a gap)
 ITEMS = [
-    H100,
+    H100_PCIE,
     {"m": 512, "n": 256, "k": 1024, "b": 4, "device": "amd-epyc-1-threads", "kernel": {"block_m": 64}},
 ]
 TARGETS = ("runtime_ms", "power_w", "energy_j")
@@ -62,7 +62,7 @@ def test_the_champion_loads_as_pyfunc_and_predicts_as_the_native_predictor(regis
 
 def test_coverage_is_a_parameter(registry):
     model = pyfunc.mlflow_pyfunc().load_model(CHAMPION)
-    wide, narrow = (model.predict(pd.DataFrame([H100]), params={"coverage": c}) for c in (0.9, 0.5))
+    wide, narrow = (model.predict(pd.DataFrame([H100_PCIE]), params={"coverage": c}) for c in (0.9, 0.5))
     assert wide["runtime_ms"][0] == narrow["runtime_ms"][0]
     # the low ends may both sit at the roofline, the fastest the chip can be
     assert wide["runtime_ms_low"][0] <= narrow["runtime_ms_low"][0] < narrow["runtime_ms_high"][0]
@@ -104,7 +104,7 @@ def test_mlflow_models_serve_answers_invocations(registry, tmp_path):
         )  # fmt: skip
     try:
         _wait_up(server, port, log)
-        answer = _post(port, "/invocations", {"dataframe_records": [H100]})
+        answer = _post(port, "/invocations", {"dataframe_records": [H100_PCIE]})
     finally:
         _stop(server)
     (prediction,) = answer["predictions"]

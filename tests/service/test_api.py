@@ -5,7 +5,7 @@ from preflight.service.app import create_app
 
 from tests.client import api_client
 
-ITEM = {"m": 1024, "n": 1024, "k": 1024, "dtype": "fp32", "device": "NVIDIA H100 80GB HBM3"}
+ITEM = {"m": 1024, "n": 1024, "k": 1024, "dtype": "fp32", "device": "NVIDIA H100 PCIe"}
 
 
 @pytest.fixture

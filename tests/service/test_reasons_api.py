@@ -10,7 +10,7 @@ from preflight.service.app import create_app
 
 KEY = "reasons-test-key"
 OUTSIDE = [
-    {"m": 65536, "n": 3, "k": 16384, "dtype": "fp64", "device": "NVIDIA H100 80GB HBM3"},
+    {"m": 65536, "n": 3, "k": 16384, "dtype": "fp64", "device": "NVIDIA H100 PCIe"},
     {"m": 512, "n": 512, "k": 512, "device": "NV_P100", "kernel": {"block_m": 128, "block_n": 64}},
     {"m": 512, "n": 512, "k": 512, "device": "amd-epyc-1-threads"},  # no TDP: no power estimate
 ]
@@ -55,8 +55,8 @@ def test_explain_spells_codes_out_with_the_training_ranges(client, warnings):
     assert response.status_code == 200, response.text
     texts = {e["warning"]: e["text"] for e in response.json()}
     assert set(texts) == set(warnings)
-    assert texts["unseen:device_id=nvidia-h100-sxm5-80gb"] == (
-        "device_id=nvidia-h100-sxm5-80gb has no measurements in the training data"
+    assert texts["unseen:device_id=nvidia-h100-pcie-80gb"] == (
+        "device_id=nvidia-h100-pcie-80gb has no measurements in the training data"
     )
     assert texts["range:m_log2"].startswith("m_log2 outside the training range [")
     assert texts["absent:kernel_block_m"] == "kernel_block_m never present in the training data"
