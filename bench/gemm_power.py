@@ -138,7 +138,7 @@ def in_sample(frame: pd.DataFrame) -> list[str]:
 
 def local_sweeps(catalogue: Catalogue) -> list[str]:
     """(c) The project's own sweeps (``data/local/gemm``), per device that measured power with a TDP:
-    the prior, and a shape fitted on the device's own power with (m,n,k) shapes left out. The H200's is
+    the prior, and a shape fitted on the device's own power with (m,n,k) shapes left out. Each GPU's is
     NVML's energy counter over a settled 1 s window of back-to-back runs of each GEMM."""
     rows, _ = load_source("local-gemm", local_gemm.SHIPPED, Settings(), catalogue, store=False)
     frame = _frame(rows, catalogue, rows["power_w"]).assign(device=rows["device"])

@@ -15,10 +15,11 @@ Units measured in training get their parameters by a maximum a posteriori fit to
 other unit takes them from a prior on spec-sheet facts (``Prior``): the compute efficiency falls
 with the power headroom of the board (its TDP over what its units would draw at its process node's
 energy per FLOP: a power roofline), fitted on the measured fp32 GPU units of library calls; a matrix
-unit (tensor cores: never measured in the shipped data) starts from ``MATRIX_EFFICIENCY`` of its
-dense peak, the range public cuBLAS figures give for large GEMMs, under the same power roofline. A
-unit that was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the
-prior, or else by ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training.
+unit (tensor cores: no public source measured one; the shipped sweeps measured the H100's and H200's)
+starts from ``MATRIX_EFFICIENCY`` of its dense peak, the range public cuBLAS figures give for large
+GEMMs, under the same power roofline. A unit that was not measured moves by ``SAME_DEVICE_SHARE`` of
+its device's measured deviation from the prior, or else by ``SAME_ARCHITECTURE_SHARE`` of its
+architecture's in training (in its own dtype where one was measured).
 
 ``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
 parameters as the prior), never the shape term: measurements of one device leave every other
@@ -86,7 +87,8 @@ SHAPE_MONOTONE = {
 #: The norm that joins compute and memory time: a smooth max, never below the max.
 NORM = 8.0
 #: A matrix unit's large-GEMM efficiency of its dense peak with no power cap (cuBLAS on A100/H100-class
-#: parts reaches roughly 0.6-0.8), and its log-scale uncertainty, wide because it was never measured here.
+#: parts reaches roughly 0.6-0.8; the H100 and H200 sweeps measured 0.66-0.72 on fp16/bf16/tf32), and its
+#: log-scale uncertainty, wide for a generation never measured.
 MATRIX_EFFICIENCY, MATRIX_SIGMA = 0.70, 0.30
 #: Share of a measured device's deviation from the prior that its unmeasured dtypes take, and of a
 #: measured architecture's that its unmeasured devices take (an A100 80GB from the A100 40GB).

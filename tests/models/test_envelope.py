@@ -54,7 +54,8 @@ def as_code(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def sample(catalogue, tmp_path_factory):
-    """The GEMM sample rows (one CPU's sweep), and an envelope fitted on its smaller half of shapes."""
+    """The GEMM sample rows (a cut of each shipped sweep), and an envelope fitted on its smaller half of
+    shapes."""
     folder = tmp_path_factory.mktemp("gemm")
     rows = task_data(GEMM, Settings(home=folder / "home"), catalogue, sample_paths("gemm", folder)).rows
     training = rows[rows["m"] <= rows["m"].median()].reset_index(drop=True)
