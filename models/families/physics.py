@@ -2,14 +2,17 @@
 
 For a GEMM on device ``d`` in dtype ``τ`` (a *unit*)::
 
-    time = t0 + ‖(C / η_c, M / η_m)‖₈ / g(shape)
+    time = t0 + ‖(C / η_c, M / η_m)‖₈ / g(shape)^α
 
 ``C`` and ``M`` are the spec sheet's compute and memory times (work over the dtype's GEMM peak,
 traffic over the bandwidth; ``compute_ms``/``memory_ms`` of the featurizer's meta), ``η_c, η_m ∈
 (0, 1]`` the unit's achievable compute and bandwidth efficiency, ``t0`` its launch floor, and
 ``g ∈ (0, 1]`` a shape term learned across devices by a tree, monotone non-decreasing in the size
-of the work (``SHAPE_MONOTONE``). The 8-norm is a smooth ``max`` that is never below it, so no
-estimate beats the roofline, and a larger GEMM of the same aspect is never less efficient.
+of the work (``SHAPE_MONOTONE``), and ``α > 0`` the unit's ramp: how steeply its efficiency follows
+that shape. The Hoppers' tensor cores fit α ≈ 0.25: their boards sit at the 700 W cap from about
+10 GFLOP on (the shipped power sweeps), so their large GEMMs gain far less over their medium ones than
+a vector unit's do. The 8-norm is a smooth ``max`` that is never below it, so no estimate beats the
+roofline, and a larger GEMM of the same aspect is never less efficient.
 
 Units measured in training get their parameters by a maximum a posteriori fit to their rows. Any
 other unit takes them from a prior on spec-sheet facts (``Prior``): the compute efficiency falls
@@ -17,9 +20,10 @@ with the power headroom of the board (its TDP over what its units would draw at 
 energy per FLOP: a power roofline), fitted on the measured fp32 GPU units of library calls; a matrix
 unit (tensor cores: no public source measured one; the shipped sweeps measured the H100's and H200's)
 starts from ``MATRIX_EFFICIENCY`` of its dense peak, the range public cuBLAS figures give for large
-GEMMs, under the same power roofline. A unit that was not measured moves by ``SAME_DEVICE_SHARE`` of
-its device's measured deviation from the prior, or else by ``SAME_ARCHITECTURE_SHARE`` of its
-architecture's in training (in its own dtype where one was measured).
+GEMMs, under the same power roofline. Its ramp is the median of the measured units of its class
+(the vector units of its kind, or the matrix units; 1 where none was measured). A unit that was not
+measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
+``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured).
 
 ``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
 parameters as the prior), never the shape term: measurements of one device leave every other
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -108,18 +112,37 @@ MAX_ROWS_PER_UNIT = 4000
 SHAPE_TOP = 0.99
 #: Least efficiency a unit may be fitted to.
 MIN_ETA = 1e-4
+#: Bounds of a unit's ramp ``α`` (log scale): how steeply its efficiency follows the shape term.
+MIN_LOG_RAMP, MAX_LOG_RAMP = np.log(0.25), np.log(2.0)
 
 
 @dataclass
 class Unit:
-    """One device-dtype's parameters on the log scale, their spread (0: fitted on many rows), and the
-    shape trees' raw output that is g = 1 for it (``moved``: log g = min(0, raw - moved))."""
+    """One device-dtype's parameters on the log scale, their spread (0: fitted on many rows), the
+    shape trees' raw output that is g = 1 for it (``moved``) and its ramp ``α``: log g = α · min(0,
+    raw - moved). A unit's ramp is how steeply its efficiency follows the shared shape term: a tensor
+    core's large GEMMs gain less over its medium ones than a vector unit's do (its board's power cap
+    binds first)."""
 
     log_eta_c: float
     log_eta_m: float
     log_t0: float
     sigma: float = 0.0
     moved: float = 0.0
+    log_ramp: float = 0.0
+
+    @property
+    def ramp(self) -> float:
+        return float(np.exp(self.log_ramp))
+
+    def row(self) -> list[float]:
+        """The unit as a row of ``PhysicsFamily.parameters``."""
+        return [self.log_eta_c, self.log_eta_m, self.log_t0, self.log_ramp, self.sigma, self.moved]
+
+    @classmethod
+    def from_row(cls, row: np.ndarray) -> Unit:
+        c, m, t0, log_ramp, sigma, moved = map(float, row)
+        return cls(c, m, t0, sigma=sigma, moved=moved, log_ramp=log_ramp)
 
 
 def units(meta: pd.DataFrame) -> np.ndarray:
@@ -157,12 +180,12 @@ def _floor_ms(kind: str) -> float:
 
 
 def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
-    """log time from the terms, per-row parameters ``unit[rows, 3]`` and the shape term log g ≤ 0, in
-    log space throughout (no overflow for any GEMM a request can name)."""
+    """log time from the terms, per-row parameters ``unit[rows, 4]`` (log η_c, log η_m, log t0, log α)
+    and the shape tree's log g, in log space throughout (no overflow for any GEMM a request can name)."""
     with np.errstate(divide="ignore", invalid="ignore"):  # a term of 0 or ∞ (a hostile GEMM) stays one
         log_compute, log_memory = np.log(compute) - unit[:, 0], np.log(memory) - unit[:, 1]
         log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
-        return np.logaddexp(unit[:, 2], log_bound - log_g)
+        return np.logaddexp(unit[:, 2], log_bound - np.exp(unit[:, 3]) * log_g)
 
 
 @dataclass
@@ -175,19 +198,23 @@ class Prior:
     sigma_c: dict[str, float]
     log_eta_m: dict[str, float]
     log_t0: dict[str, float]
+    #: kind (vector units) or ``matrix`` -> log α of the measured units (0 where none; before models had it)
+    log_ramp: dict[str, float] = field(default_factory=dict)
 
     def cap(self, headroom: np.ndarray) -> np.ndarray:
         return _power_cap(self.slope, self.saturation, headroom)
 
     def parameters(self, kind: np.ndarray, matrix: np.ndarray, headroom: np.ndarray) -> np.ndarray:
-        """``[rows, 4]``: log η_c, log η_m, log t0 and the spread of log η_c."""
+        """``[rows, 5]``: log η_c, log η_m, log t0, log α and the spread of log η_c."""
         fallback = "gpu" if "gpu" in self.vector else next(iter(self.vector))
         known = np.array([k if k in self.vector else fallback for k in kind])
         base = np.where(matrix > 0, np.log(MATRIX_EFFICIENCY), _lookup(self.vector, known))
         sigma = np.where(matrix > 0, MATRIX_SIGMA, _lookup(self.sigma_c, known))
         log_eta_c = np.minimum(0.0, base + self.cap(headroom))
+        ramp_class = np.where(matrix > 0, "matrix", known)
+        log_ramp = np.array([self.log_ramp.get(c, 0.0) for c in ramp_class])
         return np.column_stack(
-            [log_eta_c, _lookup(self.log_eta_m, known), _lookup(self.log_t0, known), sigma]
+            [log_eta_c, _lookup(self.log_eta_m, known), _lookup(self.log_t0, known), log_ramp, sigma]
         )
 
     @classmethod
@@ -199,6 +226,10 @@ class Prior:
         slope, saturation = _power_roofline(gpu.headroom.to_numpy(), gpu.log_eta_c.to_numpy())
         table = table.assign(uncapped=table.log_eta_c - _power_cap(slope, saturation, table.headroom))
         vector, sigma_c, log_eta_m, log_t0 = {}, {}, {}, {}
+        matrix = table.matrix > 0
+        log_ramp = {str(k): float(np.median(p)) for k, p in table[~matrix].groupby("kind").log_ramp}
+        if matrix.any():
+            log_ramp["matrix"] = float(np.median(table.log_ramp[matrix]))
         for kind, part in table.groupby("kind"):
             library = part[part.library] if part.library.any() else part
             vector[kind] = float(np.median(library.uncapped))
@@ -208,23 +239,25 @@ class Prior:
             sigma_c[kind] = max(spread * np.sqrt(1 + 1 / len(library)), 0.1)
             log_eta_m[kind] = float(np.median(part.log_eta_m))
             log_t0[kind] = float(np.median(part.log_t0))
-        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0)
+        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0, log_ramp)
 
 
 def raw(unit: Unit) -> np.ndarray:
-    """A unit's parameters against the shape trees' raw output (undoing ``bounded``)."""
-    return np.array([unit.log_eta_c - unit.moved, unit.log_eta_m - unit.moved, unit.log_t0])
+    """A unit's parameters (log η_c, log η_m, log t0, log α) against the shape trees' raw output
+    (undoing ``bounded``)."""
+    shift = unit.ramp * unit.moved
+    return np.array([unit.log_eta_c - shift, unit.log_eta_m - shift, unit.log_t0, unit.log_ramp])
 
 
 def bounded(unit: Unit, shift: float) -> Unit:
     """A unit fitted against the shape trees' raw output, made physical: the trees' top (``shift``)
     becomes g = 1 and what that takes from the time moves into the efficiencies, as far as they stay
     ≤ 1 (a unit already at its roofline keeps g clipped at 1 instead)."""
-    moved = min(shift, -unit.log_eta_c)
+    moved = min(shift, -unit.log_eta_c / unit.ramp)
     return replace(
         unit,
-        log_eta_c=min(0.0, unit.log_eta_c + moved),
-        log_eta_m=min(0.0, unit.log_eta_m + moved),
+        log_eta_c=min(0.0, unit.log_eta_c + unit.ramp * moved),
+        log_eta_m=min(0.0, unit.log_eta_m + unit.ramp * moved),
         moved=moved,
     )
 
@@ -368,13 +401,12 @@ class PhysicsFamily:
         self, features: Features, y: np.ndarray, keys: np.ndarray, params: dict[str, Unit], weight: np.ndarray
     ) -> dict[str, TreeFamily]:
         """The shape term, one tree per group (``shape_group``, ``_shape_trees``): log g = log(bound at the
-        unit's efficiencies / time past the floor)."""
-        unit = np.array([[params[k].log_eta_c, params[k].log_eta_m, params[k].log_t0] for k in keys])
+        unit's efficiencies / time past the floor) / the unit's ramp."""
+        unit = np.array([params[k].row()[:4] for k in keys])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
-        bound = np.exp(
-            law(compute, memory, np.column_stack([unit[:, :2], np.full(len(y), -np.inf)]), np.zeros(len(y)))
-        )
-        log_g = np.log(bound / np.maximum(y - np.exp(unit[:, 2]), 0.1 * y))
+        no_floor = np.column_stack([unit[:, :2], np.full(len(y), -np.inf), unit[:, 3]])
+        bound = np.exp(law(compute, memory, no_floor, np.zeros(len(y))))
+        log_g = np.log(bound / np.maximum(y - np.exp(unit[:, 2]), 0.1 * y)) / np.exp(unit[:, 3])
         trees = {}
         for group, (rows, excluded) in _shape_trees(shape_group(features.meta)).items():
             gpu = group != "other"
@@ -407,8 +439,9 @@ class PhysicsFamily:
         weight: np.ndarray | None = None,
         noise: float = 0.2,
     ) -> Unit:
-        """The unit's parameters that best explain its rows under the law, shrunk to ``prior`` with a
-        log-scale spread ``prior_sigma`` (the residual spread of the shape term as the noise)."""
+        """The unit's parameters that best explain its rows under the law (``log_g`` before its ramp),
+        shrunk to ``prior`` with a log-scale spread ``prior_sigma`` (the residual spread of the shape term
+        as the noise)."""
         kind = str(features.meta["device_kind"].iloc[np.flatnonzero(rows)[0]])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -417,19 +450,19 @@ class PhysicsFamily:
             return replace(prior, sigma=0.0)
         compute, memory, log_y, g = compute[rows], memory[rows], np.log(y[rows]), log_g[rows]
         w = np.sqrt(np.ones(len(log_y)) if weight is None else np.asarray(weight, float)[rows])
-        start = np.array([prior.log_eta_c, prior.log_eta_m, prior.log_t0])
-        lower = np.array([np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind))])
-        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS)])
+        start = np.array(prior.row()[:4])
+        lower = np.array([np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind)), MIN_LOG_RAMP])
+        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS), MAX_LOG_RAMP])
 
         def residual(theta: np.ndarray) -> np.ndarray:
-            fitted = law(compute, memory, np.broadcast_to(theta, (len(log_y), 3)), g)
+            fitted = law(compute, memory, np.broadcast_to(theta, (len(log_y), 4)), g)
             return np.r_[w * (log_y - fitted) / noise, (theta - start) / prior_sigma]
 
         solution = least_squares(
             residual, np.clip(start, lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
         )
-        log_eta_c, log_eta_m, log_t0 = map(float, solution.x)
-        return Unit(log_eta_c, log_eta_m, log_t0, sigma=0.0, moved=prior.moved)
+        log_eta_c, log_eta_m, log_t0, log_ramp = map(float, solution.x)
+        return Unit(log_eta_c, log_eta_m, log_t0, sigma=0.0, moved=prior.moved, log_ramp=log_ramp)
 
     def _unit_table(self, features: Features, keys: np.ndarray) -> pd.DataFrame:
         """Per fitted unit: its kind, dtype, class, headroom, whether library calls measured it, and its
@@ -446,7 +479,8 @@ class PhysicsFamily:
             )
         )
         params = pd.DataFrame(
-            {k: raw(u) for k, u in self.units_.items()}, index=["log_eta_c", "log_eta_m", "log_t0"]
+            {k: raw(u) for k, u in self.units_.items()},
+            index=["log_eta_c", "log_eta_m", "log_t0", "log_ramp"],
         ).T
         return first.join(params)
 
@@ -481,7 +515,8 @@ class PhysicsFamily:
         return out
 
     def parameters(self, meta: pd.DataFrame) -> np.ndarray:
-        """Each row's unit parameters ``[rows, 5]`` (log η_c, log η_m, log t0, spread of log η_c, moved):
+        """Each row's unit parameters ``[rows, 6]`` (``Unit.row``: log η_c, log η_m, log t0, log α, spread
+        of log η_c, moved):
         adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
         units) moved by the measured deviation of the same device's, or else the same architecture's,
         units of its class (vector or matrix), then bounded."""
@@ -490,16 +525,20 @@ class PhysicsFamily:
         head = meta.iloc[first]
         prior, trees = self._prior(head), self._tree_names(head)
         known = self.units_ | self.adapted_
-        out = np.empty((len(distinct), 5))
+        out = np.empty((len(distinct), 6))
         for i, key in enumerate(distinct):
             if key in known:
-                u = known[key]
-                out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
+                out[i] = known[key].row()
             else:
-                log_eta_c, log_eta_m, log_t0 = prior[i, :3] + self._deviation(head.iloc[i])
-                guess = Unit(float(log_eta_c), float(log_eta_m), float(log_t0), sigma=float(prior[i, 3]))
-                u = bounded(guess, self.shift_[trees[i]])
-                out[i] = [u.log_eta_c, u.log_eta_m, u.log_t0, u.sigma, u.moved]
+                log_eta_c, log_eta_m, log_t0, log_ramp = prior[i, :4] + self._deviation(head.iloc[i])
+                guess = Unit(
+                    float(log_eta_c),
+                    float(log_eta_m),
+                    float(log_t0),
+                    sigma=float(prior[i, 4]),
+                    log_ramp=float(np.clip(log_ramp, MIN_LOG_RAMP, MAX_LOG_RAMP)),
+                )
+                out[i] = bounded(guess, self.shift_[trees[i]]).row()
         return out[index]
 
     def _prior(self, meta: pd.DataFrame) -> np.ndarray:
@@ -520,7 +559,7 @@ class PhysicsFamily:
                 "architecture": str(row["architecture"]),
                 "dtype": str(row["math_dtype"]),
                 "matrix": float(row[MATRIX]),
-                "deviation": (raw(fitted[key]) - prior[i, :3]).tolist(),
+                "deviation": (raw(fitted[key]) - prior[i, :4]).tolist(),
             }
             for i, (key, (_, row)) in enumerate(zip(keys[first], head.iterrows()))
             if key in fitted
@@ -528,7 +567,7 @@ class PhysicsFamily:
 
     def _deviation(self, row: pd.Series) -> np.ndarray:
         """What measured units of the same class (vector or matrix) say about the row's parameters: their
-        mean deviation from their prior (log η_c, log η_m, log t0), from the nearest evidence there is:
+        mean deviation from their prior (log η_c, log η_m, log t0, log α), from the nearest evidence there is:
         the row's device (share ``SAME_DEVICE_SHARE``), else its architecture's units in training in the
         same dtype, else in any dtype (``SAME_ARCHITECTURE_SHARE``; an H100's fp64 from the H200's fp64,
         not from the mean of its fp16, tf32 and fp64). A user's measurements move their own device only."""
@@ -541,22 +580,23 @@ class PhysicsFamily:
         )
         for share, measured, match in sources:
             same = [
-                m["deviation"]
+                np.pad(m["deviation"], (0, 4 - len(m["deviation"])))  # saved before units had a ramp
                 for m in measured.values()
                 if m["matrix"] == same_class and all(m.get(k) == v for k, v in match.items())
             ]
             if same:
                 return share * np.mean(same, axis=0)
-        return np.zeros(3)
+        return np.zeros(4)
 
     def _log_g(self, features: Features, params: np.ndarray) -> np.ndarray:
-        """Each row's log g ≤ 0, given its unit's parameters (``parameters``)."""
-        return np.minimum(0.0, self._raw_log_g(features) - params[:, 4])
+        """Each row's shape term before its unit's ramp, log g ≤ 0, given its unit's parameters
+        (``parameters``)."""
+        return np.minimum(0.0, self._raw_log_g(features) - params[:, 5])
 
     def _log_time(self, features: Features) -> np.ndarray:
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         params = self.parameters(features.meta)
-        return law(compute, memory, params[:, :3], self._log_g(features, params))
+        return law(compute, memory, params[:, :4], self._log_g(features, params))
 
     def predict(self, features: Features) -> pd.DataFrame:
         return pd.DataFrame({self.target_name_: np.exp(self._log_time(features))}, index=features.X.index)
@@ -574,7 +614,7 @@ class PhysicsFamily:
         log_g = self._log_g(features, current)
         for key in np.unique(keys[usable]):
             rows = usable & (keys == key)
-            prior = Unit(*map(float, current[np.flatnonzero(rows)[0]]))
+            prior = Unit.from_row(current[np.flatnonzero(rows)[0]])
             new.adapted_[key] = self._posterior(features, y, log_g, rows, prior)
         new.adapted_measured_ = new._measured(features, keys, new.adapted_)
         return new
@@ -601,7 +641,7 @@ class PhysicsFamily:
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
 
         def error(unit: Unit, i: int) -> float:
-            theta = np.array([[unit.log_eta_c, unit.log_eta_m, unit.log_t0]])
+            theta = np.array([unit.row()[:4]])
             return abs(np.log(y[i]) - law(compute[[i]], memory[[i]], theta, log_g[[i]])[0])
 
         left_out = [error(fit(rows & (np.arange(len(rows)) != i)), int(i)) for i in at]

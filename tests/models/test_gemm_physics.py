@@ -2,6 +2,10 @@
 on the shipped extracts (DeepBench, NeuSight) never answers faster than the roofline, gets no less
 efficient as a GEMM grows, has a launch floor, and adapts to one device without moving another."""
 
+import copy
+import json
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -146,3 +150,54 @@ def test_ten_shots_are_never_worse_than_none(shipped, device):
 
     adapted = family.adapt(features.take(shots), GEMM.target_frame(rows.iloc[shots]).reset_index(drop=True))
     assert median_ape(adapted) <= median_ape(family)
+
+
+@pytest.fixture(scope="module")
+def hoppers(shipped, catalogue) -> tuple[PhysicsFamily, pd.DataFrame]:
+    """The family trained on the shipped public extracts and the shipped H200 sweep; the H100 sweep."""
+    public, _ = shipped
+    local = GEMM.rows(sources.load("local-gemm", sources.default_path("local-gemm", None)).rows)
+    h200, h100 = (local[local.device == d] for d in ("nvidia-h200-sxm-141gb", "nvidia-h100-sxm5-80gb"))
+    train = pd.concat([public, h200], ignore_index=True)
+    family = PhysicsFamily(targets=GEMM.targets).fit(
+        GEMM.featurize(train, catalogue), GEMM.target_frame(train)[["runtime_ms"]]
+    )
+    return family, h100.reset_index(drop=True)
+
+
+def test_a_hopper_from_its_measured_sibling_keeps_its_large_gemms_in_the_envelope(hoppers, catalogue):
+    """The shipped H100 sweep estimated with only the H200's (same silicon, more bandwidth) in training:
+    the tensor cores' ramp is fitted gentler than the vector units' shape (their board's power cap binds
+    before size stops paying), so nine in ten of its GEMMs of ≥ 1 ms are estimated no more than 20% too
+    fast (0.77 at the tenth percentile without the ramp) and the median error stays under 13% (14.3%)."""
+    family, h100 = hoppers
+    matrix = [
+        u.ramp for key, u in family.units_.items() if key.startswith("nvidia-h200") and "/fp32" not in key
+    ]
+    assert max(matrix) < 1.0
+    features = GEMM.featurize(h100, catalogue)
+    ratio = family.predict(features)["runtime_ms"].to_numpy() / h100["runtime_ms"].to_numpy()
+    large = features.reference["runtime_ms"].to_numpy() >= 1.0
+    assert np.median(np.abs(ratio - 1)) < 0.13 and np.quantile(ratio[large], 0.1) > 0.8
+
+
+def test_a_model_saved_before_units_had_a_ramp_loads_with_a_ramp_of_one(hoppers, catalogue, tmp_path):
+    """A registered model from before the ramp (no ``log_ramp`` anywhere, three-part deviations) loads
+    and answers as the law did then: every unit, measured or not, follows the shape term at α = 1."""
+    family, h100 = hoppers
+    family.save(tmp_path)
+    state = json.loads((tmp_path / "physics.json").read_text())
+    for unit in state["units"].values():
+        del unit["log_ramp"]
+    del state["prior"]["log_ramp"]
+    for measured in state["measured"].values():
+        measured["deviation"] = measured["deviation"][:3]
+    (tmp_path / "physics.json").write_text(json.dumps(state))
+    old = PhysicsFamily.load(tmp_path)
+    expected = copy.copy(family)
+    expected.units_ = {k: replace(u, log_ramp=0.0) for k, u in family.units_.items()}
+    expected.prior_ = replace(family.prior_, log_ramp={})
+    expected.measured_ = {k: m | {"deviation": m["deviation"][:3]} for k, m in family.measured_.items()}
+    items = _items(["nvidia-h100-sxm5-80gb", "nvidia-a100-sxm4-80gb"], [(s, s, s) for s in (64, 4096)])
+    features = GEMM.featurize(GEMM.rows(items), catalogue)
+    np.testing.assert_allclose(old.predict(features).to_numpy(), expected.predict(features).to_numpy())
