@@ -438,10 +438,11 @@ class PhysicsFamily:
         prior_sigma: float,
         weight: np.ndarray | None = None,
         noise: float = 0.2,
+        ramp: bool = True,
     ) -> Unit:
         """The unit's parameters that best explain its rows under the law (``log_g`` before its ramp),
         shrunk to ``prior`` with a log-scale spread ``prior_sigma`` (the residual spread of the shape term
-        as the noise)."""
+        as the noise); the ramp stays the prior's unless ``ramp``."""
         kind = str(features.meta["device_kind"].iloc[np.flatnonzero(rows)[0]])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -450,18 +451,19 @@ class PhysicsFamily:
             return replace(prior, sigma=0.0)
         compute, memory, log_y, g = compute[rows], memory[rows], np.log(y[rows]), log_g[rows]
         w = np.sqrt(np.ones(len(log_y)) if weight is None else np.asarray(weight, float)[rows])
+        free = 4 if ramp else 3
         start = np.array(prior.row()[:4])
-        lower = np.array([np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind)), MIN_LOG_RAMP])
-        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS), MAX_LOG_RAMP])
+        lower = np.array([np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind)), MIN_LOG_RAMP])[:free]
+        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS), MAX_LOG_RAMP])[:free]
 
         def residual(theta: np.ndarray) -> np.ndarray:
-            fitted = law(compute, memory, np.broadcast_to(theta, (len(log_y), 4)), g)
-            return np.r_[w * (log_y - fitted) / noise, (theta - start) / prior_sigma]
+            fitted = law(compute, memory, np.broadcast_to(np.r_[theta, start[free:]], (len(log_y), 4)), g)
+            return np.r_[w * (log_y - fitted) / noise, (theta - start[:free]) / prior_sigma]
 
         solution = least_squares(
-            residual, np.clip(start, lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
+            residual, np.clip(start[:free], lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
         )
-        log_eta_c, log_eta_m, log_t0, log_ramp = map(float, solution.x)
+        log_eta_c, log_eta_m, log_t0, log_ramp = map(float, np.r_[solution.x, start[free:]])
         return Unit(log_eta_c, log_eta_m, log_t0, sigma=0.0, moved=prior.moved, log_ramp=log_ramp)
 
     def _unit_table(self, features: Features, keys: np.ndarray) -> pd.DataFrame:
@@ -624,7 +626,8 @@ class PhysicsFamily:
     ) -> Unit:
         """The unit's MAP parameters given its measurements, kept only where they predict each
         measurement left out better than the prior does (median absolute log error, leave-one-out):
-        a few noisy shots must never make a device's answers worse than none."""
+        a few noisy shots must never make a device's answers worse than none. The ramp stays: a handful
+        of shapes cannot tell how steeply a unit's efficiency rises with size."""
         fit = partial(
             self._map_fit,
             features,
@@ -633,6 +636,7 @@ class PhysicsFamily:
             prior=prior,
             prior_sigma=max(prior.sigma, TRAINED_SIGMA),
             noise=max(self.residual_sigma_, SHOT_NOISE),
+            ramp=False,
         )
         posterior = fit(rows)
         at = np.flatnonzero(rows)
