@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate, plots
+from preflight.models import evaluate, plots, progress
 from preflight.models.datasets import available_sources, task_data
 from preflight.models.evaluate import Outcome
 from preflight.models.task import Task
@@ -36,7 +36,9 @@ def rows_for(
     """The rows to evaluate on: the given source files, or every source at hand, each sampled down to
     ``max_rows`` (seeded); nothing is stored."""
     paths = files or available_sources(task, settings)
-    return task_data(task, settings, catalogue, paths, max_rows, seed, store=False).rows, list(paths)
+    with progress.step(f"{task.name}: loading {', '.join(paths)}"):
+        loaded = task_data(task, settings, catalogue, paths, max_rows, seed, store=False)
+    return loaded.rows, list(paths)
 
 
 def cross_validated(
@@ -53,11 +55,22 @@ def cross_validated(
     params: dict | None = None,
 ) -> Evaluation:
     """Grouped cross-validation of the task's rows (``Task.rows``) as an :class:`Evaluation`."""
-    outcome = evaluate.cross_validate(
-        task, rows, catalogue, family, split, seed, train_size, coverage, params, select=False
-    )
+    with progress.step(f"{task.name} {family}: grouped cross-validation by {split}"):
+        outcome = evaluate.cross_validate(
+            task, rows, catalogue, family, split, seed, train_size, coverage, params, select=False
+        )
     inputs = rows.iloc[outcome.test_index].reset_index(drop=True)
-    return Evaluation(task, family, source, split, coverage, outcome, inputs)
+    return Evaluation(task, family, source, split, coverage, outcome, _catalogue_ids(inputs, catalogue))
+
+
+def _catalogue_ids(inputs: pd.DataFrame, catalogue: Catalogue) -> pd.DataFrame:
+    """The inputs with each device named by its catalogue id, as groups and warnings name it, rather than
+    as its source spelled it (``NV_1080Ti``)."""
+    if "device" not in inputs:
+        return inputs
+    names = [name for name in inputs["device"].unique() if isinstance(name, str) and name]
+    ids = {name: catalogue.resolve(name).id for name in names}
+    return inputs.assign(device=inputs["device"].map(lambda name: ids.get(name, name)))
 
 
 @dataclass
@@ -70,7 +83,7 @@ class Evaluation:
     split: str
     coverage: float
     outcome: Outcome
-    inputs: pd.DataFrame  # the evaluated rows as loaded, in the outcome's order
+    inputs: pd.DataFrame  # the evaluated rows as loaded, in the outcome's order, devices by catalogue id
 
     @cached_property
     def report(self) -> dict:
@@ -156,7 +169,7 @@ class Evaluation:
         return summary.sort_values("median_error", ascending=False)
 
     def worst(self, target: str | None = None, n: int = 10) -> pd.DataFrame:
-        """The ``n`` rows the model errs on most, with their inputs."""
+        """The ``n`` rows the model errs on most, with their inputs (devices by catalogue id)."""
         return self.table(target).sort_values("error", ascending=False).head(n).reset_index(drop=True)
 
     def calibration(self, target: str | None = None) -> pd.DataFrame:
@@ -190,15 +203,15 @@ class Evaluation:
         for name in self.telling_groupings(target):
             groups = self.by_group(target, name)
             figures[f"error_by_{name}"] = plots.group_bars(
-                groups["median_error"], error, f"{target}: error by {name}"
+                groups["median_error"], groups["rows"], error, f"{target}: error by {name}"
             )
         focus = self.focus(target)
         if focus is not None:
             groups = self.by_group(target, focus)
             figures[f"coverage_by_{focus}"] = plots.coverage_by_group(
-                groups["coverage"], self.coverage, focus
+                groups["coverage"], groups["rows"], self.coverage, focus
             )
-            figures[f"ood_by_{focus}"] = plots.ood_by_group(groups["ood_share"], self.ood_rate, focus)
+            figures[f"ood_by_{focus}"] = plots.ood_by_group(groups["ood_share"], groups["rows"], focus)
         figures["calibration"] = plots.calibration_curve(self.calibration(target), target)
         return figures
 
@@ -236,9 +249,11 @@ class Evaluation:
     def beside_figure(self, other: Evaluation, names: tuple[str, str], target: str | None = None) -> Figure:
         """:meth:`beside` as paired bars."""
         target = target or self.task.primary_target
-        by = self.focus(target) or self.split
+        grouping = self.focus(target)
         errors = self.beside(other, names, target)
-        return plots.side_by_side(errors, f"median {self.error_name(target)}", f"{target}: error by {by}")
+        rows = self.by_group(target, grouping)["rows"]
+        xlabel, by = f"median {self.error_name(target)}", grouping or self.split
+        return plots.side_by_side(errors, rows, xlabel, f"{target}: error by {by}")
 
     def _measured(self, target: str) -> np.ndarray:
         spec = self.task.targets[target]

@@ -70,16 +70,32 @@ def _cut(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
-def group_bars(values: pd.Series, xlabel: str, title: str, reference: float | None = None) -> Figure:
-    """One horizontal bar per group (index: labels), in the given order, the first ``TOP_GROUPS``;
-    ``reference`` draws a vertical line (a nominal coverage)."""
+def counted_labels(labels: pd.Index, rows: pd.Series) -> list[str]:
+    """Group labels (cut to ``LABEL_CHARS``) with each group's rows: ``apple-a8 (n=5)``."""
+    return [f"{_cut(str(label))} (n={int(rows[label]):,})" for label in labels]
+
+
+def percent(share: float) -> str:
+    """A share (0.004) as a percentage, a nonzero one never shown as 0%: ``0.4%``, ``<0.1%``, ``20%``."""
+    if 0 < share < 0.001:
+        return "<0.1%"
+    return f"{share:.1%}" if 0 < share < 0.1 else f"{share:.0%}"
+
+
+def group_bars(
+    values: pd.Series, rows: pd.Series, xlabel: str, title: str, reference: float | None = None
+) -> Figure:
+    """One horizontal bar per group (index: labels), in the given order, the first ``TOP_GROUPS``, each
+    labelled with its ``rows`` (indexed by the same labels); ``reference`` draws a vertical line at a
+    percentage (a nominal coverage, 90 for 90%)."""
     shown = values.head(TOP_GROUPS)
     fig = Figure(figsize=(7, 1.2 + 0.26 * len(shown)), layout="constrained")
     ax = fig.subplots()
-    ax.barh([_cut(str(label)) for label in shown.index], shown.to_numpy(), color="tab:blue", alpha=0.8)
+    ax.barh(counted_labels(shown.index, rows), shown.to_numpy(), color="tab:blue", alpha=0.8)
     ax.invert_yaxis()
     if reference is not None:
-        ax.axvline(reference, color="black", linestyle="--", linewidth=1, label=f"nominal {reference:.0%}")
+        label = f"nominal {percent(reference / 100)}"
+        ax.axvline(reference, color="black", linestyle="--", linewidth=1, label=label)
         ax.legend(loc="lower right")
     more = f" (worst {len(shown)} of {len(values)})" if len(values) > len(shown) else ""
     ax.set(xlabel=xlabel, title=title + more)
@@ -97,24 +113,27 @@ def error_by_group(
 ) -> Figure:
     """Median error per group (``Target.error``), worst first."""
     labels = readable_labels(pd.Series(groups.to_numpy(), index=y.index))
-    per_group = spec.error(y, pred).groupby(labels).median().sort_values(ascending=False)
-    return group_bars(per_group, f"median {spec.error_label}", f"{target}: error by {by}")
+    errors = spec.error(y, pred).groupby(labels)
+    per_group = errors.median().sort_values(ascending=False)
+    return group_bars(per_group, errors.size(), f"median {spec.error_label}", f"{target}: error by {by}")
 
 
-def coverage_by_group(coverage: pd.Series, nominal: float, by: str) -> Figure:
-    """The share of each group's measurements inside their interval, lowest first."""
-    ordered = coverage.sort_values()
-    fig = group_bars(ordered * 100, "measurements inside the interval (%)", f"interval coverage by {by}",
-                     reference=nominal * 100)  # fmt: skip
+def coverage_by_group(coverage: pd.Series, rows: pd.Series, nominal: float, by: str) -> Figure:
+    """The share of each group's measurements inside their interval (of ``nominal`` coverage, 0.9 for
+    90%), lowest first."""
+    xlabel, title = "measurements inside the interval (%)", f"interval coverage by {by}"
+    fig = group_bars(coverage.sort_values() * 100, rows, xlabel, title, reference=nominal * 100)
     fig.axes[0].set_xlim(0, 100)
     fig.axes[0].legend(loc="upper right")  # the lowest coverages are on top: short bars
     return fig
 
 
-def ood_by_group(share: pd.Series, overall: float, by: str) -> Figure:
-    """The share of each group's rows flagged out of distribution, highest first."""
-    fig = group_bars(share.sort_values(ascending=False) * 100, "rows flagged out of distribution (%)",
-                     f"out of distribution by {by}: {overall:.0%} of all rows")  # fmt: skip
+def ood_by_group(share: pd.Series, rows: pd.Series, by: str) -> Figure:
+    """The share of each group's rows flagged out of distribution, highest first; the title gives the
+    share of all their rows."""
+    overall = float((share * rows[share.index]).sum() / rows[share.index].sum())
+    fig = group_bars(share.sort_values(ascending=False) * 100, rows, "rows flagged out of distribution (%)",
+                     f"out of distribution by {by}: {percent(overall)} of all rows")  # fmt: skip
     fig.axes[0].set_xlim(0, 100)
     return fig
 
@@ -137,8 +156,9 @@ def calibration_curve(levels: pd.DataFrame, target: str) -> Figure:
     return fig
 
 
-def side_by_side(errors: pd.DataFrame, xlabel: str, title: str) -> Figure:
-    """Two or more models' values per group (columns: models; index: groups), as paired bars."""
+def side_by_side(errors: pd.DataFrame, rows: pd.Series, xlabel: str, title: str) -> Figure:
+    """Two or more models' values per group (columns: models; index: groups, whose ``rows`` label them),
+    as paired bars."""
     shown = errors.head(TOP_GROUPS)
     fig = Figure(figsize=(7, 1.5 + 0.4 * len(shown)), layout="constrained")
     ax = fig.subplots()
@@ -146,7 +166,7 @@ def side_by_side(errors: pd.DataFrame, xlabel: str, title: str) -> Figure:
     height = 0.8 / len(shown.columns)
     for i, column in enumerate(shown.columns):
         ax.barh(y + i * height, shown[column].to_numpy(), height=height, label=str(column))
-    ax.set_yticks(y + height * (len(shown.columns) - 1) / 2, [_cut(str(label)) for label in shown.index])
+    ax.set_yticks(y + height * (len(shown.columns) - 1) / 2, counted_labels(shown.index, rows))
     ax.invert_yaxis()
     ax.set(xlabel=xlabel, title=title)
     ax.legend(loc="lower right")

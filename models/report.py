@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from preflight.models import progress
 from preflight.models.analysis import Evaluation
 from preflight.models.tracking import ModelInfo
 
@@ -65,12 +66,13 @@ def build(subject: Candidate, other: Candidate | None = None) -> Report:
     task = evaluation.task
     figures: dict[str, bytes] = {}
     sections = [_summary(subject, other), _metrics(subject, other)]
-    for target in evaluation.targets:
+    for target in progress.track(evaluation.targets, f"{task.name} v{subject.info.version}: figures"):
         pngs = {f"{target}_{name}.png": _png(fig) for name, fig in evaluation.figures(target).items()}
         figures |= pngs
         sections.append(_target_section(evaluation, target, pngs))
     if other is not None:
-        pngs = _comparison_figures(subject, other)
+        with progress.step(f"{task.name}: v{subject.info.version} beside v{other.info.version}"):
+            pngs = _comparison_figures(subject, other)
         figures |= pngs
         sections.append(_comparison_section(subject, other, pngs))
     title = f"preflight report: {task.name} v{subject.info.version}"
