@@ -8,7 +8,8 @@ PreflightError
 │                      the item where the budget ran out, and by how much  → 422
 ├── UnknownTask        lists the known task names                          → 404 / CLI exit 2
 ├── UnknownDevice      lists close matches from the catalogue, and the
-│                      items of a batch that name it                       → 404 / CLI exit 1
+│   │                  items of a batch that name it                       → 404 / CLI exit 1
+│   └── AmbiguousDevice  a name several devices fit (``h100``): lists them   → 404 / CLI exit 1
 ├── DeviceConflict     a registration claims a name another device owns    → 409
 ├── Cancelled          work whose request passed its deadline, stopped      → (the 504 is sent)
 └── ModelStateError    a model that cannot answer as asked (no scores
@@ -70,14 +71,31 @@ class UnknownDevice(PreflightError):
 
     def __init__(self, name: str, close: list[str], items: list[int] | None = None) -> None:
         self.name, self.close, self.items = name, close, items or []
-        name = name if len(name) <= 200 else name[:200] + "..."  # never echo a megabyte back
-        hint = f"; close matches: {', '.join(close)}" if close else "; GET /v1/devices lists them all"
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        hint = (
+            f"; close matches: {', '.join(self.close)}" if self.close else "; GET /v1/devices lists them all"
+        )
+        return f"unknown device {self._named()}{hint}"
+
+    def _named(self) -> str:
+        """The name, cut (never echo a megabyte back), and the items that carry it."""
+        name = self.name if len(self.name) <= 200 else self.name[:200] + "..."
         where = f" (items {', '.join(map(str, self.items[:20]))})" if self.items else ""
-        super().__init__(f"unknown device {name!r}{where}{hint}")
+        return f"{name!r}{where}"
 
     def at(self, items: list[int]) -> UnknownDevice:
         """The same error, naming the items (by position in the request) that carry the name."""
-        return UnknownDevice(self.name, self.close, items)
+        return type(self)(self.name, self.close, items)
+
+
+class AmbiguousDevice(UnknownDevice):
+    """A name that several devices fit (``h100``: the SXM5 and the PCIe card): ``close`` lists them."""
+
+    def _message(self) -> str:
+        fitting = "; ".join(self.close)
+        return f"device {self._named()} fits {len(self.close)} devices: {fitting}; name one of them"
 
 
 class DeviceConflict(PreflightError):

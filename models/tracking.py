@@ -282,7 +282,7 @@ def _gate(
     try:
         champion = mlflow_client.get_model_version_by_alias(name, CHAMPION)
     except MlflowException:
-        return True, "no champion yet"
+        return True, f"{name} had no champion yet"
     if champion.tags.get("data_sha") != data_sha or champion.tags.get("split") != split:
         return (
             False,

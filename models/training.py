@@ -157,5 +157,8 @@ def train(
     )
     metric = report["metrics"][task.primary_target][task.metric]
     promotion = tracking.register(settings, task, run_id, family, metric, sha, split, promote, description)
-    log.info("registered %s v%s: %s", promotion.info.name, promotion.info.version, promotion.reason)
+    verdict = "promoted" if promotion.promoted else "not promoted"
+    log.info(
+        "registered %s v%s, %s: %s", promotion.info.name, promotion.info.version, verdict, promotion.reason
+    )
     return TrainResult(promotion, report)

@@ -41,7 +41,11 @@ def _known(key: str | None, state: ServiceState) -> bool:
 
 
 def _missing(state: ServiceState) -> str:
-    where = "PREFLIGHT_API_KEYS" if state.settings.api_keys else "the file api-key in PREFLIGHT_HOME"
+    where = (
+        "PREFLIGHT_API_KEYS"
+        if state.settings.api_keys
+        else "the file api-key in PREFLIGHT_HOME (the service's log names it at start)"
+    )
     return f"missing or unknown X-API-Key: use a key from {where}"
 
 

@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 MAX_ITEMS = 10_000
 #: Measurements one registration may carry (a few-shot adaptation needs a handful), and name lengths.
@@ -245,11 +246,20 @@ USDPerHour = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
 
 
 class WhatIfRequest(BaseModel):
-    """A workload, the devices to compare it on, and what each costs per hour."""
+    """A workload, the devices to compare it on, and what each costs per hour. The workload comes
+    wrapped as ``workload``, or as the body's own ``task`` and ``items``: then the file that
+    ``preflight whatif --workload`` reads is a whole request (every GPU and accelerator, no prices)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    workload: Workload
+    workload: Workload | None = Field(None, description="the workload; or its `task` and `items` beside")
+    task: str | None = Field(None, description="the workload's task, when it is not wrapped as `workload`")
+    items: list[dict[str, Any]] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="the workload's items (without `device`), when it is not wrapped as `workload`",
+    )
     devices: Literal["all"] | Annotated[list[str], Field(min_length=1)] = Field(
         "all", description="`all`: every GPU and accelerator in the catalogue; or device names"
     )
@@ -257,6 +267,38 @@ class WhatIfRequest(BaseModel):
         default_factory=dict, description="USD per hour by device name; gives the cost per million runs"
     )
     coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
+
+    _workload: Workload = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> Self:
+        """The workload given once: wrapped, or as ``task`` and ``items``; the error names the field."""
+        bare = {"task": self.task, "items": self.items}
+        if self.workload is not None:
+            beside = [field for field, value in bare.items() if value is not None]
+            if beside:
+                raise _field_error(
+                    beside[0], "workload_twice", "given twice: here and in `workload`; send one"
+                )
+            self._workload = self.workload
+            return self
+        missing = [field for field, value in bare.items() if value is None]
+        if missing:
+            why = "a workload needs `task` and `items`, here or wrapped as `workload`"
+            raise _field_error(missing[0], "missing", why)
+        self._workload = Workload.model_validate(bare)
+        return self
+
+    @property
+    def work(self) -> Workload:
+        """The workload, however the request gave it."""
+        return self._workload
+
+
+def _field_error(field: str, kind: str, message: str) -> ValidationError:
+    """A validation error located at ``field`` of the model being validated."""
+    error = InitErrorDetails(type=PydanticCustomError(kind, message), loc=(field,), input=None)
+    return ValidationError.from_exception_data("WhatIfRequest", [error])
 
 
 class WhatIfRanks(BaseModel):

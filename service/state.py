@@ -215,7 +215,8 @@ class ServiceState:
         from preflight.models.training import train
 
         self.tasks[task.name] = TaskStatus("training", "no version yet: training one from the data at hand")
-        train(task, self.settings, self.catalogue, paths=available_sources(task, self.settings), promote=True)
+        # the gate promotes a first version; one another trainer registered meanwhile is kept
+        train(task, self.settings, self.catalogue, paths=available_sources(task, self.settings))
         self.load(task)
 
     def _hint(self, task: Task) -> str:
@@ -543,12 +544,12 @@ def _api_keys(settings: Settings) -> tuple[str, ...]:
     """``PREFLIGHT_API_KEYS``, or the home's own key, generated on first start (owner-only file)."""
     if settings.api_keys:
         return tuple(settings.api_keys)
-    path = settings.api_key_file
+    path = settings.api_key_file.resolve()  # the log names it wherever the service was started from
     settings.home.mkdir(parents=True, exist_ok=True)
     try:  # exclusive: of several workers starting at once, one writes the key and all read it
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        pass
+        log.info("routes that change state take the API key in %s", path)
     else:
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_urlsafe(32) + "\n")

@@ -2,8 +2,11 @@
 
 Resolution is general rather than a table of seen names: a name is normalised (case, punctuation,
 vendor and marketing words, clock suffixes dropped) and compared with every entry's id, name and
-aliases; failing that, memory-size and form-factor words are relaxed. A name that matches nothing,
-or more than one device, raises :class:`UnknownDevice` with the closest names.
+aliases; failing that, memory-size and form-factor words are relaxed. A name that matches nothing
+raises :class:`UnknownDevice` with the closest names, one that matches several :class:`AmbiguousDevice`.
+:meth:`Catalogue.resolve` reads a data set's shorthand (``NV_P100``, ``H100``) as the variant the
+catalogue gives it; :meth:`Catalogue.lookup`, for a name a person types, lists every variant such a
+name fits instead of choosing one.
 
 Names are compared as they look, not as they are spelled: NFKC (fullwidth ``Ｈ１００``, superscript
 ``H¹⁰⁰``), case folding, accents dropped (``NVİDİA``), and Unicode's confusables (Cyrillic ``Н100``,
@@ -25,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated
 
-from preflight.data.errors import DataError, DeviceConflict, UnknownDevice
+from preflight.data.errors import AmbiguousDevice, DataError, DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
 from preflight.data.store import atomic_write_bytes, read_json_state, set_aside_damaged
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -251,6 +254,11 @@ def _key(name: str, relaxed: bool = False) -> str:
     return _fold("".join(w for w in words if not (relaxed and _RELAXED_WORDS.match(w))))
 
 
+def _variant_words(name: str) -> frozenset[str]:
+    """The memory-size and form-factor words of a name (``sxm4``, ``40gb``), folded."""
+    return frozenset(_fold(w) for w in normalise(name) if _RELAXED_WORDS.match(w))
+
+
 class Catalogue:
     """The shipped spec sheets and this host's CPU (``host.py``), plus devices users registered under
     ``PREFLIGHT_HOME``.
@@ -288,8 +296,19 @@ class Catalogue:
             if len(ids) == 1:
                 return snapshot.devices[next(iter(ids))]
             if len(ids) > 1:
-                raise UnknownDevice(name, sorted(snapshot.devices[i].name for i in ids))
+                raise AmbiguousDevice(name, snapshot.names(ids))
         raise UnknownDevice(name, self.close_matches(name))
+
+    def lookup(self, name: str) -> DeviceSpec:
+        """The one device a name typed by a person means: as :meth:`resolve`, except that a name several
+        devices fit (``h100``: the SXM5 and the PCIe card; ``a100 pcie``: 40 and 80 GB) raises
+        AmbiguousDevice listing them, even where the catalogue reads it as one variant for the data sets
+        that write it so. An id, a device's name, or an alias no other device fits resolves directly."""
+        snapshot = self._snapshot
+        fitting = snapshot.fitting(name)
+        if len(fitting) > 1 and look_alike_key(name) not in snapshot.primary:
+            raise AmbiguousDevice(name, snapshot.names(fitting))
+        return self.resolve(name)
 
     def get(self, device_id: str) -> DeviceSpec | None:
         """The device of this id, if there is one."""
@@ -368,6 +387,8 @@ class _Snapshot:
     exact: dict[str, str]  # look-alike key of an id/name/alias -> id
     norm: dict[str, set[str]]  # normalised key -> ids
     relaxed: dict[str, set[str]]  # normalised key without memory size / form factor -> ids
+    primary: set[str]  # look-alike keys of ids and names (never ambiguous)
+    variants: dict[str, frozenset[str]]  # id -> memory-size and form-factor words of its names
 
     @classmethod
     def of(cls, devices: dict[str, DeviceSpec]) -> _Snapshot:
@@ -379,7 +400,22 @@ class _Snapshot:
                 exact[look_alike_key(name)] = spec.id
                 norm.setdefault(_key(name), set()).add(spec.id)
                 relaxed.setdefault(_key(name, relaxed=True), set()).add(spec.id)
-        return cls(devices, exact, norm, relaxed)
+        primary = {look_alike_key(n) for spec in devices.values() for n in (spec.id, spec.name)}
+        variants = {
+            spec.id: frozenset().union(*(_variant_words(n) for n in _names(spec)))
+            for spec in devices.values()
+        }
+        return cls(devices, exact, norm, relaxed, primary, variants)
+
+    def fitting(self, name: str) -> set[str]:
+        """The ids of the devices a name fits: same model once memory size and form factor are left out,
+        and each such word of the name among the device's (``a100 sxm4`` fits both SXM4 A100s)."""
+        family = _key(name, relaxed=True)
+        words = _variant_words(name)
+        return {i for i in self.relaxed.get(family, set()) if family and words <= self.variants[i]}
+
+    def names(self, ids: set[str]) -> list[str]:
+        return sorted(self.devices[i].name for i in ids)
 
 
 @cache

@@ -99,7 +99,11 @@ def parse_device(name: str) -> torch.device:
 
 def device_id(target: torch.device) -> str:
     """The id of ``target``'s spec sheet, found without measuring anything."""
-    return gpu_spec(target).id if target.type == "cuda" else slug(cpu_slice_name(host_facts()))
+    if target.type == "cuda":
+        return gpu_spec(target).id
+    import torch
+
+    return slice_id(host_facts().cpu_name, torch.get_num_threads())
 
 
 def device_spec(target: torch.device) -> DeviceSpec:
@@ -123,11 +127,16 @@ def gpu_spec(target: torch.device) -> DeviceSpec:
         ) from exc
 
 
-def cpu_slice_name(facts: HostFacts) -> str:
-    """The CPU's model name plus the threads torch uses: the slice that is measured."""
-    import torch
+def slice_name(cpu_name: str, threads: int) -> str:
+    """The name of the slice of a CPU that is measured: its model name and the threads torch uses
+    (``AMD EPYC (1 thread)``)."""
+    return f"{cpu_name} ({threads} thread{'' if threads == 1 else 's'})"
 
-    return f"{facts.cpu_name} ({torch.get_num_threads()} threads)"
+
+def slice_id(cpu_name: str, threads: int) -> str:
+    """The slice's catalogue id (``amd-epyc-1-threads``): ``threads`` whatever the count, as in the files
+    collected before the name was singular for one thread (a resumed sweep must find its own id)."""
+    return slug(f"{cpu_name} {threads} threads")
 
 
 def cpu_spec() -> DeviceSpec:
@@ -137,10 +146,9 @@ def cpu_spec() -> DeviceSpec:
     facts, threads = host_facts(), torch.get_num_threads()
     if facts.clock_mhz is None:
         raise PreflightError("cannot read this CPU's clock (no cpufreq, no 'cpu MHz' in /proc/cpuinfo)")
-    name = cpu_slice_name(facts)
     return DeviceSpec(
-        id=slug(name),
-        name=name,
+        id=slice_id(facts.cpu_name, threads),
+        name=slice_name(facts.cpu_name, threads),
         kind="cpu",
         aliases=[],
         vendor=facts.vendor,

@@ -100,9 +100,10 @@ def tasks() -> list[TaskInfo]:
 
 def devices(query: str | None = None, home: str | Path | None = None) -> list[DeviceSpec]:
     """The catalogue's devices, or the one a name means (as nvidia-smi, torch or lscpu print it);
-    an unknown name raises ``UnknownDevice`` with its close matches."""
+    an unknown name raises ``UnknownDevice`` with its close matches, and one several devices fit
+    (``h100``) ``AmbiguousDevice`` listing them."""
     known = catalogue(home)
-    return [known.resolve(query)] if query is not None else list(known)
+    return [known.lookup(query)] if query is not None else list(known)
 
 
 def versions(task: str, home: str | Path | None = None) -> pd.DataFrame:

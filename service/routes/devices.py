@@ -59,7 +59,7 @@ REGISTRATIONS: dict[str, Example] = {
 #: Example names: one the catalogue resolves, one of its aliases, and a device the example registers.
 KNOWN: dict[str, Example] = {
     "name": {"summary": "a catalogue name", "value": "Tesla V100-SXM2-16GB"},
-    "alias": {"summary": "an alias", "value": "p100"},
+    "alias": {"summary": "an alias", "value": "H100 PCIe"},
 }
 REGISTERED: dict[str, Example] = {"registered": {"summary": "a registered device", "value": "lab-gpu"}}
 #: A client's Idempotency-Key: visible ASCII, as a header carries it.
@@ -85,8 +85,9 @@ def list_devices(state: StateDep) -> list[DevicePublic]:
 def get_device(
     name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)], state: StateDep
 ) -> DevicePublic:
-    """Any name the catalogue resolves (``p100``, ``Tesla V100-SXM2-16GB``, an lscpu model name)."""
-    return state.describe(state.catalogue.resolve(name))
+    """Any name the catalogue resolves (``H100 PCIe``, ``Tesla V100-SXM2-16GB``, an lscpu model name); 404
+    for an unknown name, with close matches, and for one several devices fit (``h100``), listing them."""
+    return state.describe(state.catalogue.lookup(name))
 
 
 def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> list[dict]:

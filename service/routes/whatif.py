@@ -30,6 +30,10 @@ COMPARISONS: dict[str, Example] = {
         "summary": "one GEMM on every GPU of the catalogue",
         "value": {"workload": {"task": "gemm", "items": _GEMMS[:1]}, "devices": "all"},
     },
+    "workload-file": {
+        "summary": "the file `preflight whatif --workload` reads, as it is: every GPU, no prices",
+        "value": {"task": "gemm", "items": _GEMMS},
+    },
 }
 
 
@@ -38,13 +42,17 @@ def what_if(
     body: Annotated[WhatIfRequest, Body(openapi_examples=COMPARISONS)], state: StateDep, response: Response
 ) -> WhatIfResponse:
     """Time (and energy, and cost where a price is given) per run of the workload on each device, with
-    intervals; devices the model cannot answer for are listed under ``skipped``."""
-    task = get_task(body.workload.task)
+    intervals; devices the model cannot answer for are listed under ``skipped``.
+
+    The body is ``{"workload": {"task", "items"}, "devices", "prices", "coverage"}``, or the workload
+    itself with the options beside it: ``{"task", "items", ...}``, so the file ``preflight whatif
+    --workload`` reads can be posted as it is."""
+    task = get_task(body.work.task)
     names = None if body.devices == "all" else body.devices
     devices = whatif.candidates(task, state.catalogue, names)
     prices = whatif.prices_by_device(state.catalogue, devices, body.prices)
     champion = served(state, task.name, response)
     result = whatif.compare(
-        task, champion.predictor, state.catalogue, body.workload.items, devices, prices, body.coverage
+        task, champion.predictor, state.catalogue, body.work.items, devices, prices, body.coverage
     )
     return WhatIfResponse.of(result, champion.info)

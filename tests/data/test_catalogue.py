@@ -1,6 +1,6 @@
 import pytest
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.errors import DeviceConflict, UnknownDevice
+from preflight.data.errors import AmbiguousDevice, DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
 
 
@@ -26,6 +26,10 @@ def test_catalogue_is_broad(catalogue):
         ("titanx", "titan-x-pascal"),  # DeepBench vs HELP
         ("NV_V100", "v100-sxm2-16gb"),  # DeepBench names beyond the shared copy
         ("NVIDIA H100 80GB HBM3", "h100"),
+        ("Tesla V100-PCIE-32GB", "v100-pcie-32gb"),  # NeuSight
+        ("NV_1080Ti", "gtx-1080-ti"),
+        ("H100", "h100-sxm5"),  # shorthand in data: the variant the catalogue gives it
+        ("A100", "a100-sxm4-40gb"),
         ("IA_KNL7250", "phi-7250"),
         ("iPhone_7", "a10"),
     ],
@@ -46,6 +50,49 @@ def test_unknown_device_lists_close_matches(catalogue):
         catalogue.resolve("rtx 4070 tii")
     assert "NVIDIA GeForce RTX 4070" in info.value.close
     assert "close matches" in str(info.value)
+
+
+A100S = ("nvidia-a100-sxm4-40gb", "nvidia-a100-sxm4-80gb", "nvidia-a100-pcie-40gb", "nvidia-a100-pcie-80gb")
+
+
+@pytest.mark.parametrize(
+    "query, fitting",
+    [
+        ("h100", ("nvidia-h100-sxm5-80gb", "nvidia-h100-pcie-80gb")),
+        ("A100", A100S),
+        ("a100 sxm4", A100S[:2]),
+        ("A100 40GB", A100S[::2]),
+        ("NV_P100", ("nvidia-tesla-p100-pcie-16gb", "nvidia-tesla-p100-sxm2-16gb")),
+    ],
+)
+def test_lookup_lists_every_device_a_name_fits(catalogue, query, fitting):
+    with pytest.raises(AmbiguousDevice) as info:
+        catalogue.lookup(query)
+    names = sorted(catalogue.get(device_id).name for device_id in fitting)
+    assert info.value.close == names and f"fits {len(names)} devices: {'; '.join(names)}" in str(info.value)
+    assert sorted(catalogue.lookup(name).id for name in names) == sorted(fitting)  # each named resolves
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("nvidia-a100-sxm4-40gb", "nvidia-a100-sxm4-40gb"),  # an id
+        ("NVIDIA A100 PCIe 80 GB", "nvidia-a100-pcie-80gb"),  # a name
+        ("H100 SXM5", "nvidia-h100-sxm5-80gb"),  # an alias no other device fits
+        ("NVIDIA H100 80GB HBM3", "nvidia-h100-sxm5-80gb"),  # nvidia-smi
+        ("Tesla V100-PCIE-32GB", "nvidia-tesla-v100-pcie-32gb"),
+        ("NV_1080Ti", "nvidia-geforce-gtx-1080-ti"),
+        ("rtx 4070", "nvidia-geforce-rtx-4070"),
+    ],
+)
+def test_lookup_resolves_a_name_one_device_fits_directly(catalogue, name, expected):
+    assert catalogue.lookup(name).id == expected
+
+
+def test_lookup_of_an_unknown_name_lists_close_matches(catalogue):
+    with pytest.raises(UnknownDevice) as info:
+        catalogue.lookup("rtx 4070 tii")
+    assert type(info.value) is UnknownDevice and "NVIDIA GeForce RTX 4070" in info.value.close
 
 
 def test_peak_falls_back_to_the_units_that_do_the_work(catalogue):

@@ -37,7 +37,7 @@ def test_a_tiny_sweep_writes_what_the_loader_reads(tmp_path):
     assert loaded.source == "local-gemm" and len(loaded.rows) == 6 and len(loaded.rejects) == 0
     spec = DeviceSpec.model_validate(loaded.extra_devices[0])
     assert spec.id == summary.device_id and spec.kind == "cpu" and spec.compute_units == 1
-    assert spec.name.endswith("(1 threads)") and spec.aliases == []
+    assert spec.name.endswith("(1 thread)") and spec.id.endswith("-1-threads") and spec.aliases == []
     assert spec.memory_bandwidth_gbs > 0
     assert spec.peak_tflops["fp64"] == pytest.approx(spec.peak_tflops["fp32"] / 2, rel=1e-3)
     assert set(loaded.rows["device"]) == {spec.id}

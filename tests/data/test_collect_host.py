@@ -81,6 +81,17 @@ def test_the_cpu_spec_estimates_peaks_from_flags_and_clock(fake_host, monkeypatc
     assert spec.peak_tflops == {"fp32": 0.256, "fp64": 0.128, "bf16": 0.256}  # AVX-512: 64 fp32 FLOPs a cycle
 
 
+def test_a_one_thread_slice_is_named_in_the_singular_and_keeps_its_id(fake_host, monkeypatch):
+    monkeypatch.setattr(host, "copy_bandwidth_gbs", lambda target: 12.34)
+    with torch_threads(1):
+        spec = host.cpu_spec()
+        assert host.device_id(torch.device("cpu")) == spec.id
+    assert (spec.id, spec.name) == (
+        "intel-r-xeon-r-gold-6338-1-threads",
+        "Intel(R) Xeon(R) Gold 6338 (1 thread)",
+    )
+
+
 def test_a_cpu_without_a_known_clock_gets_no_spec(fake_host):
     (fake_host / "cpuinfo").write_text(CPUINFO.replace("cpu MHz", "bogus"))
     with pytest.raises(PreflightError, match="clock"):

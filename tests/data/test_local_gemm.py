@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from preflight.data.catalogue import DeviceSpec
+from preflight.data.collect import host
 from preflight.data.errors import DataError
 from preflight.data.sources import local_gemm
 
@@ -104,3 +105,11 @@ def test_a_folder_of_sweeps_loads_as_one_table_with_each_device(tmp_path):
 def test_an_empty_folder_is_refused(tmp_path):
     with pytest.raises(DataError, match="no collector CSV"):
         local_gemm.load(tmp_path)
+
+
+def test_the_shipped_cpu_sweep_names_its_device_as_the_collector_names_a_slice():
+    """The sheet the sweep brings into every home that trains on it: ``AMD EPYC (1 thread)``."""
+    spec = local_gemm.read_device(local_gemm.SHIPPED / "local_gemm.csv")
+    cpu = spec.name.rpartition(" (")[0]
+    assert spec.compute_units == 1 and spec.name == host.slice_name(cpu, 1) == "AMD EPYC (1 thread)"
+    assert spec.id == host.slice_id(cpu, 1)

@@ -36,6 +36,15 @@ def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
         assert response.status_code == 503 and "preflight train gemm" in response.json()["detail"]
 
 
+def test_a_device_name_several_devices_fit_is_a_404_listing_them(tmp_path):
+    with api_client(tmp_path / "empty") as client:
+        answer = client.get("/v1/devices/a100 pcie")
+        named = client.get("/v1/devices/NVIDIA A100-PCIE-40GB")
+    assert answer.status_code == 404 and answer.json()["error"] == "AmbiguousDevice"
+    assert answer.json()["close_matches"] == ["NVIDIA A100 PCIe 40 GB", "NVIDIA A100 PCIe 80 GB"]
+    assert named.status_code == 200 and named.json()["spec"]["id"] == "nvidia-a100-pcie-40gb"
+
+
 def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path):
     import time
 

@@ -128,6 +128,13 @@ def test_devices_names_close_matches_for_an_unknown_name(tmp_path, monkeypatch):
     assert result.exit_code == 1 and result.stderr.startswith("UnknownDevice:") and "V100" in result.stderr
 
 
+def test_devices_lists_the_candidates_for_a_name_several_devices_fit(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    result = runner.invoke(app, ["devices", "h100"])
+    assert result.exit_code == 1 and result.stderr.startswith("AmbiguousDevice: device 'h100' fits 2 devices")
+    assert "NVIDIA H100 PCIe 80 GB; NVIDIA H100 SXM5 80 GB" in result.stderr and not result.stdout
+
+
 def test_data_list_is_a_table_or_json_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
     table = runner.invoke(app, ["data", "list"])

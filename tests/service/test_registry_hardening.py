@@ -231,10 +231,10 @@ def test_a_failed_write_of_the_journal_changes_nothing(home, monkeypatch):
             _measure(client, "h100", rows)
         monkeypatch.undo()
         assert client.get("/v1/devices/lab-gpu").status_code == 404  # undone in memory too
-        assert client.get("/v1/devices/h100").json()["measurements"] == {}
+        assert client.get("/v1/devices/H100 SXM5").json()["measurements"] == {}
     with api_client(home) as restarted:
         assert restarted.get("/v1/devices/lab-gpu").status_code == 404
-        assert restarted.get("/v1/devices/h100").json()["measurements"] == {}
+        assert restarted.get("/v1/devices/H100 SXM5").json()["measurements"] == {}
 
 
 def test_a_repeated_request_with_its_idempotency_key_changes_nothing_twice(home):

@@ -1,9 +1,16 @@
 """``POST /v1/whatif`` over real HTTP: one workload on candidate devices, ranked."""
 
+import json
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.client import api_client
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The workload file of the README's ``preflight whatif --workload`` example.
+WORKLOAD_FILE = "docs/whatif-workload.json"
 
 ITEMS = [
     {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"},
@@ -105,6 +112,36 @@ def test_unknown_device_gets_404_with_close_matches(client):
 def test_bad_requests_get_422_naming_the_field(client, body, loc):
     response = client.post("/v1/whatif", json={"workload": WORKLOAD} | body)
     assert response.status_code == 422 and loc in [e["loc"] for e in response.json()["detail"]]
+
+
+def test_the_cli_workload_file_is_a_whole_request(client):
+    """The README's file, posted byte for byte, answers as it does wrapped as ``workload``."""
+    assert f"preflight whatif --workload {WORKLOAD_FILE}" in (ROOT / "README.md").read_text()
+    document = (ROOT / WORKLOAD_FILE).read_bytes()
+    bare = client.post("/v1/whatif", content=document, headers={"content-type": "application/json"})
+    wrapped = client.post("/v1/whatif", json={"workload": json.loads(document)})
+    assert bare.status_code == 200, bare.json()
+    assert bare.json() == wrapped.json() and bare.json()["items"] == 4
+    options = {"devices": DEVICES[:2], "prices": {"p100": 0.5}, "coverage": 0.8}
+    beside = client.post("/v1/whatif", json=json.loads(document) | options)
+    inside = client.post("/v1/whatif", json={"workload": json.loads(document)} | options)
+    assert beside.status_code == 200 and beside.json() == inside.json()
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "kind"),
+    [
+        ({"workload": WORKLOAD, "task": "gemm"}, ["body", "task"], "workload_twice"),
+        ({"workload": WORKLOAD, "items": ITEMS}, ["body", "items"], "workload_twice"),
+        ({"task": "gemm"}, ["body", "items"], "missing"),
+        ({"devices": "all"}, ["body", "task"], "missing"),
+        ({"task": "gemm", "items": []}, ["body", "items"], "too_short"),
+    ],
+)
+def test_a_workload_given_twice_or_half_gets_422_naming_the_field(client, body, loc, kind):
+    response = client.post("/v1/whatif", json=body)
+    assert response.status_code == 422
+    assert [(e["loc"], e["type"]) for e in response.json()["detail"]] == [(loc, kind)]
 
 
 def test_invalid_item_gets_422_naming_its_index_and_field(client):
