@@ -64,11 +64,23 @@ LOADERS: dict[str, Source] = {
     ),
     "local-gemm": Source(local_gemm.load, shipped=local_gemm.SHIPPED),
     "local-curves": Source(local_curves.load, shipped=local_curves.SHIPPED),
-    "help-nb201": Source(help_latency.load_nb201, "nas/help_nb201_latency.csv"),
+    "help-nb201": Source(
+        help_latency.load_nb201,
+        "nas/help_nb201_latency.csv",
+        PUBLIC / "help" / "help_nb201_latency.csv.gz",
+    ),
     "help-fbnet": Source(help_latency.load_fbnet, "nas/help_fbnet_latency.csv"),
-    "hw-nas-bench-360": Source(hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"),
-    "nas-bench-graph": Source(nas_bench_graph.load, "nas/nas_bench_graph_light.csv"),
-    "ec-nas": Source(ec_nas.load, "nas/ec_nas_bench_energy.csv"),
+    "hw-nas-bench-360": Source(
+        hw_nas_bench_360.load, "nas/hw_nas_bench_360.parquet"
+    ),  # no licence: never shipped
+    "nas-bench-graph": Source(
+        nas_bench_graph.load,
+        "nas/nas_bench_graph_light.csv",
+        PUBLIC / "nas_bench_graph" / "nas_bench_graph_light.csv.gz",
+    ),
+    "ec-nas": Source(
+        ec_nas.load, "nas/ec_nas_bench_energy.csv", PUBLIC / "ec_nas_bench" / "ec_nas_bench_energy.csv.gz"
+    ),
     "hlsyn": Source(hlsyn.load, hlsyn.FILE),  # CC BY-SA: not shipped
     "marla": Source(marla.load, marla.FILE),  # no licence: never shipped
     "cloudprophet": Source(cloudprophet.load, cloudprophet.FILE),  # CC BY-SA: not shipped
