@@ -21,6 +21,7 @@ import http.client
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -332,6 +333,8 @@ def main() -> None:
     port = free_port()
     OUT.mkdir(exist_ok=True)
     log_path = OUT / f"attack-{args.out}-server.log"
+    # a fresh compile cache: the home's (this code's) and XDG's (a checkout from before it moved there)
+    shutil.rmtree(args.home / "cache" / "trees", ignore_errors=True)
     with tempfile.TemporaryDirectory() as cache:
         env = {
             "PREFLIGHT_API_KEYS": KEY,

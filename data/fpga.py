@@ -18,7 +18,8 @@ from typing import Literal
 
 from preflight.data.errors import DataError
 from preflight.data.program_graph import load_graph
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from preflight.data.settings import Settings
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, model_validator
 
 #: The kinds of knob, by the tag of their placeholder, with what each does.
 KNOBS: dict[str, str] = {
@@ -141,13 +142,14 @@ class FpgaItem(BaseModel):
     device: str = Field(default=BOARD, description="the FPGA board (a catalogue device of kind fpga)")
 
     @model_validator(mode="after")
-    def _resolve(self) -> FpgaItem:
-        """The graph resolved (from the kernel's name where none is given) and parsed, and the pragmas
-        checked against its placeholders."""
+    def _resolve(self, info: ValidationInfo) -> FpgaItem:
+        """The graph resolved (from the kernel's name where none is given, in the datasets of the
+        settings the caller validates with) and parsed, and the pragmas checked against its
+        placeholders."""
         if isinstance(self.graph, dict):
             self.graph = json.dumps(self.graph, sort_keys=True)
         if not self.graph:
-            self.graph = _known_graph(self.kernel)
+            self.graph = _known_graph(self.kernel, Settings.of_context(info.context).datasets)
         elif not self.graph.lstrip().startswith(("<", "{")):  # never a path on the server's disk
             raise ValueError("graph: GEXF text (<gexf ...>) or a JSON object of nodes and edges")
         elif not self.kernel:
@@ -160,10 +162,8 @@ class FpgaItem(BaseModel):
         return self
 
 
-def _known_graph(kernel: str) -> str:
-    from preflight.data.settings import Settings
-
-    known = known_kernels(Settings().datasets)
+def _known_graph(kernel: str, datasets: Path | None) -> str:
+    known = known_kernels(datasets)
     if kernel in known:
         return known[kernel]
     if not kernel:

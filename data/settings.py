@@ -66,12 +66,28 @@ class Settings(BaseSettings):
                 raise ValueError(f"{which} is not printable ASCII, which an HTTP header cannot carry")
         return keys
 
+    def validation_context(self) -> dict[str, Settings]:
+        """The context to validate items with when a validator reads configuration (an FPGA item finds
+        a kernel's graph in these settings' datasets)."""
+        return {"settings": self}
+
+    @classmethod
+    def of_context(cls, context: object) -> Settings:
+        """The settings a validation context carries (:meth:`validation_context`), else the environment's."""
+        found = context.get("settings") if isinstance(context, dict) else None
+        return found if isinstance(found, Settings) else cls()
+
     @property
     def tracking_uri(self) -> str:
         """MLflow's tracking URI: ``MLFLOW_TRACKING_URI`` wins, else SQLite under home."""
         import os
 
         return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{self.home.resolve() / 'mlflow.db'}"
+
+    @property
+    def cache_dir(self) -> Path:
+        """What may be rebuilt at will: compiled boosters, this host's measured memory bandwidth."""
+        return self.home / "cache"
 
     @property
     def tables_dir(self) -> Path:

@@ -1,7 +1,8 @@
 """The one abstraction: a Task is a declarative spec that train, evaluate, serve and the CLI all read.
 
 Tasks are found, not listed: every module of the ``preflight.models.tasks`` package (any folder on
-its ``__path__``) is imported on first use and registers its tasks with ``register``.
+its ``__path__``) is imported on first use, once (again only when ``__path__`` changes), and registers
+its tasks with ``register``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, get_args
 
 import pandas as pd
@@ -181,8 +183,14 @@ def all_tasks() -> list[Task]:
 
 
 def _discover() -> None:
-    """Import every module of the tasks package not imported yet (each registers its tasks)."""
+    """Import the tasks package's modules (each registers its tasks), once per folder list."""
     import preflight.models.tasks as package
 
-    for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+    _import_modules(package.__name__, tuple(package.__path__))
+
+
+@cache
+def _import_modules(package: str, folders: tuple[str, ...]) -> None:
+    """Import every module of ``package`` found in ``folders`` (a folder added later is scanned then)."""
+    for module in pkgutil.iter_modules(list(folders), f"{package}."):
         importlib.import_module(module.name)

@@ -21,6 +21,7 @@ import time
 import warnings
 from contextlib import closing
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -87,18 +88,33 @@ def client(settings: Settings):
     """An MLflow client on the configured tracking URI (SQLite under PREFLIGHT_HOME by default).
 
     No global MLflow state is touched: ``mlflow.set_tracking_uri`` would write the URI into the
-    environment and pin every later Settings to the first home.
+    environment and pin every later Settings to the first home. MLflow and the home are set up once
+    (:func:`_configure_mlflow`, :func:`_prepare_home`); a client is then only a client.
     """
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in the service log
+    _configure_mlflow()
+    uri = settings.tracking_uri
+    _prepare_home(settings.home.resolve(), uri, own_store=not os.environ.get("MLFLOW_TRACKING_URI"))
     from mlflow import MlflowClient
 
-    settings.home.mkdir(parents=True, exist_ok=True)
-    uri = settings.tracking_uri
-    if not os.environ.get("MLFLOW_TRACKING_URI"):  # the home's own SQLite store
-        _refuse_lost_registry(settings.home)
-        relocation.relocate(settings.home)
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+@cache
+def _configure_mlflow() -> None:
+    """MLflow's own switches, which it reads from the environment only (once per process; a value
+    already set wins): no telemetry, no progress bars in the service log."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+@cache
+def _prepare_home(home: Path, uri: str, own_store: bool) -> None:
+    """The home's folder, and for its own SQLite store (not a team's) the lost-registry check and
+    relocation; once per home and URI (a failed check is made again by the next client)."""
+    home.mkdir(parents=True, exist_ok=True)
+    if own_store:
+        _refuse_lost_registry(home)
+        relocation.relocate(home)
 
 
 def _refuse_lost_registry(home: Path) -> None:

@@ -4,7 +4,7 @@ Where the catalogue ships the CPU's model, that spec sheet takes the two names. 
 derived from what the host reports (``collect/host.py``): its id starts ``host-`` and its name ends
 ``(this host)``. Cores, clock, last-level cache and memory are as read; the fp32/fp64/bf16 peaks are an
 estimate from the ISA flags at the highest clock; the memory bandwidth is measured once per machine (a
-numpy copy on one thread, as a one-thread GEMM sees it; about 0.1 s) and kept in the user's cache.
+numpy copy on one thread, as a one-thread GEMM sees it; about 0.1 s) and kept in the home's cache.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import json
 import logging
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 from preflight.data.catalogue import MAX_ENTRIES, Catalogue, DeviceSpec
 from preflight.data.collect.host import HostFacts, host_facts, peak_tflops, slug
 from preflight.data.errors import UnknownDevice
+from preflight.data.settings import Settings
 
 log = logging.getLogger("preflight.catalogue")
 
@@ -67,10 +67,8 @@ COPY_BYTES = 64 << 20
 
 def memory_bandwidth_gbs(cpu_name: str) -> float:
     """This host's copy bandwidth (bytes read plus written per second, GB/s), measured on first use and
-    cached by CPU name under ``$XDG_CACHE_HOME/preflight`` (``~/.cache``)."""
-    cache = (
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight" / "host-bandwidth.json"
-    )
+    cached by CPU name in ``PREFLIGHT_HOME/cache/host-bandwidth.json``."""
+    cache = Settings().cache_dir / "host-bandwidth.json"
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):

@@ -5,8 +5,9 @@ binary target (an event) gets a classifier (LightGBM's ``binary`` objective, pre
 A loaded family that has predicted ``COMPILE_AFTER_ROWS`` rows (a service's, not a one-off load's)
 compiles its boosters to machine code with lleaves (LLVM) in a child process, then predicts with them:
 about 6x LightGBM's speed at 1,000 rows, 4x at one. Each compiled booster is checked against LightGBM
-on the rows that triggered it (``COMPILED_RTOL``) and cached per user by the model's text, compiler
-and CPU, so a model compiles once per machine (seconds per 100 trees) and loads in milliseconds after.
+on the rows that triggered it (``COMPILED_RTOL``) and cached under ``PREFLIGHT_HOME/cache/trees`` by
+the model's text, compiler and CPU, so a model compiles once per home and machine (seconds per 100
+trees) and loads in milliseconds after.
 A booster that cannot be compiled keeps predicting through LightGBM, said in one log line.
 """
 
@@ -28,6 +29,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from preflight.data.errors import ModelStateError
+from preflight.data.settings import Settings
 from preflight.features import Features
 from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
 
@@ -37,10 +39,14 @@ PARALLEL_MIN_ROWS = 20_000
 COMPILE_AFTER_ROWS = 10_000
 #: How far (relative) a compiled booster may differ from LightGBM's to replace it (absolute near zero).
 COMPILED_RTOL, COMPILED_ATOL = 1e-9, 1e-12
-#: Compiled boosters: one object file per model text, compiler version and host CPU.
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "preflight" / "trees"
 
 log = logging.getLogger("preflight.models")
+
+
+def cache_dir() -> Path:
+    """Compiled boosters, one object file per model text, compiler version and host CPU:
+    ``PREFLIGHT_HOME/cache/trees``, read when a booster compiles."""
+    return Settings().cache_dir / "trees"
 
 
 def compiled(booster: lgb.Booster) -> Any | None:
@@ -55,9 +61,10 @@ def compiled(booster: lgb.Booster) -> Any | None:
         host = [metadata.version("lleaves"), metadata.version("llvmlite"), binding.get_host_cpu_name()]
         host.append(binding.get_host_cpu_features().flatten())
         key = hashlib.sha256("\n".join([text, *host]).encode()).hexdigest()
-        CACHE.mkdir(parents=True, exist_ok=True)
-        cached = CACHE / f"{key}.o"
-        with tempfile.TemporaryDirectory(dir=CACHE) as tmp:  # whole object files only, whoever compiles
+        cache = cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        cached = cache / f"{key}.o"
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:  # whole object files only, whoever compiles
             model_file = Path(tmp) / "model.txt"
             model_file.write_text(text)
             if not cached.exists():

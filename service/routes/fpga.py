@@ -5,7 +5,10 @@ from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
+from preflight.data.fpga import FpgaItem
+from preflight.data.settings import Settings
 from preflight.models.explore import explore
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
@@ -38,6 +41,7 @@ def explore_designs(
 ) -> ExploreResponse:
     """Each setting's cycles, resources and P(valid) with intervals; the feasible ones (among the most
     likely valid, every resource within its limit) first, fewest cycles first; ``best`` is the first."""
+    designs = _designs(body, state.settings)
     task = get_task("fpga")
     champion = served(state, task.name, response)
     limits = body.limits.model_dump()
@@ -45,7 +49,7 @@ def explore_designs(
         task,
         champion.predictor,
         state.catalogue,
-        body.items,
+        designs,
         limits,
         body.min_valid_probability,
         body.likely_valid_share,
@@ -57,3 +61,13 @@ def explore_designs(
         coverage=body.coverage,
         designs=[asdict(e) for e in explored],
     )
+
+
+def _designs(body: ExploreRequest, settings: Settings) -> list[FpgaItem]:
+    """The request's settings as items of the service's own settings; a 422 when the graph cannot take
+    one (or there is no graph), as the request's validation would give."""
+    try:
+        return body.designs_as_items(settings)
+    except ValueError as exc:
+        error = {"type": "value_error", "loc": ("body",), "msg": f"Value error, {exc}"}
+        raise RequestValidationError([error | {"input": body.model_dump(mode="json")}]) from None

@@ -8,6 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
 from preflight.data.errors import UnknownTask
+from preflight.data.settings import Settings
 from preflight.models import budget
 from preflight.models.inference import predict_items
 from preflight.models.task import Task, all_tasks, get_task
@@ -127,7 +128,7 @@ def _examples(task: Task) -> dict[str, Example] | None:
 def _endpoint(task: Task):
     async def predict(body: PredictRequest, state: StateDep, response: Response) -> Response:
         champion = served(state, task.name, response)  # 503 before a single item is read
-        costs, items = await run_in_threadpool(admitted, task, body.items)  # the loop stays free
+        costs, items = await run_in_threadpool(admitted, task, body.items, state.settings)  # loop stays free
         records = await _batcher(state, task).predict(champion, items, body.coverage, costs)
         answer = PredictResponse(
             task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=records
@@ -143,13 +144,13 @@ def _endpoint(task: Task):
     return predict
 
 
-def admitted(task: Task, raw: list[Any]) -> tuple[list[float], list[Any]]:
+def admitted(task: Task, raw: list[Any], settings: Settings) -> tuple[list[float], list[Any]]:
     """Each item's cost, checked against the request budget from the raw items before any work on
-    them (``models/budget.py``), then the items validated as the task's item model; a 422 names each
-    invalid field."""
+    them (``models/budget.py``), then the items validated as the task's item model with the service's
+    settings; a 422 names each invalid field."""
     costs = budget.check(task, raw)
     try:
-        return costs, _items_of(task.name).validate_python(raw)
+        return costs, _items_of(task.name).validate_python(raw, context=settings.validation_context())
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         raise RequestValidationError([{**e, "loc": ("body", "items", *e["loc"])} for e in errors]) from None

@@ -31,8 +31,9 @@ ACME = HostFacts(
 @pytest.fixture
 def fake_host(monkeypatch, tmp_path):
     """Make the catalogue read the facts given to the returned function instead of this machine's (its
-    measured bandwidth cached under the test's folder)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    measured bandwidth cached in the cache of a home of the test's, never in XDG_CACHE_HOME)."""
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
 
     def install(facts: HostFacts) -> None:
         monkeypatch.setattr(catalogue_host, "host_facts", lambda: facts)
@@ -53,12 +54,13 @@ def test_an_unknown_host_cpu_gets_a_sheet_derived_from_its_facts(fake_host, tmp_
     assert (spec.compute_units, spec.boost_clock_mhz, spec.llc_mb, spec.memory_gb) == (8, 4000.0, 64.0, 64.0)
     assert spec.peak_tflops["fp32"] == pytest.approx(32 * 4e9 * 8 / 1e12)  # 2 AVX2 FMA pipes a core
     assert spec.tdp_w is None  # nothing guessed
-    cached = json.loads((tmp_path / "cache" / "preflight" / "host-bandwidth.json").read_text())
+    cached = json.loads((tmp_path / "home" / "cache" / "host-bandwidth.json").read_text())
     assert spec.memory_bandwidth_gbs == cached["Acme Zen 9 9999X"] > 0.1  # measured, once
+    assert not (tmp_path / "xdg").exists()  # every cache lives under PREFLIGHT_HOME
 
 
 def test_the_host_bandwidth_is_measured_once_then_read_from_the_cache(fake_host, tmp_path):
-    cache = tmp_path / "cache" / "preflight" / "host-bandwidth.json"
+    cache = tmp_path / "home" / "cache" / "host-bandwidth.json"
     cache.parent.mkdir(parents=True)
     cache.write_text(json.dumps({"Acme Zen 9 9999X": 123.0}))
     fake_host(ACME)

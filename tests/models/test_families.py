@@ -125,9 +125,11 @@ TREE_TASKS = [task.name for task in all_tasks() if "tree" in task.families]
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """Compiled boosters go to a folder of the test's."""
-    monkeypatch.setattr(tree, "CACHE", tmp_path / "cache")
-    return tmp_path / "cache"
+    """Compiled boosters go to the cache of a home of the test's, never to XDG_CACHE_HOME."""
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    yield tmp_path / "home" / "cache" / "trees"
+    assert not (tmp_path / "xdg").exists()
 
 
 def small_tree(task_name: str, samples, tmp_path) -> tuple[tree.TreeFamily, np.ndarray]:

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from preflight.data.errors import NotTrained, UsageError
 from preflight.data.sources import local_gemm
@@ -61,3 +63,14 @@ def test_nas_families_both_registered_and_the_higher_kendall_is_champion(setting
     assert all(v.tags["metric"] == "kendall" for v in versions)
     assert results["gnn"].promotion.promoted == (kendall["gnn"] >= kendall["tree"])
     assert tracking.load_champion(settings, "nas-accuracy")[1].family == max(kendall, key=kendall.get)
+
+
+def test_many_clients_set_up_the_home_and_mlflow_once(settings, monkeypatch):
+    checked = []
+    monkeypatch.setattr(tracking, "_refuse_lost_registry", checked.append)
+    tracking.client(settings)
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
+    clients = [tracking.client(settings) for _ in range(5)]
+    assert checked == [settings.home.resolve()]  # the lost-registry check ran for the first client only
+    assert "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR" not in os.environ  # not written again per client
+    assert {c.tracking_uri for c in clients} == {settings.tracking_uri}

@@ -292,8 +292,8 @@ def test_a_home_given_as_a_relative_path_is_checked_like_any_other(home, monkeyp
     """The default home is ``.preflight``, relative: the lost-registry check opened it as a file URI,
     which a relative path cannot be, and every first start failed (found by ``make serve``)."""
     monkeypatch.chdir(home.parent)
-    relative = Settings(home=Path(home.name))
-    assert tracking.client(relative).search_registered_models()  # the registry as it is: found
-    (home / "mlflow.db").write_bytes(b"")
+    lost = shutil.copytree(home, home.parent / "lost")
+    assert tracking.client(Settings(home=Path(home.name))).search_registered_models()  # as it is: found
+    (lost / "mlflow.db").write_bytes(b"")
     with pytest.raises(tracking.RegistryLost):
-        tracking.client(relative)
+        tracking.client(Settings(home=Path(lost.name)))
