@@ -264,7 +264,9 @@ def log_tail(log_path: Path, lines: int = 20) -> str:
 
 
 def wait_ready(proc: subprocess.Popen, port: int, timeout: float, log_path: Path) -> float:
-    """Poll ``/readyz`` until 200; returns the seconds it took. Raises if the server dies or times out."""
+    """Poll ``/readyz`` until every champion is loaded (``"status": "ready"``: a 200 comes as soon as one
+    task answers, while others may still train); returns the seconds it took. Raises if the server dies
+    or times out."""
     start = time.monotonic()
     last_report = start
     last_status: str = "no answer yet"
@@ -280,8 +282,8 @@ def wait_ready(proc: subprocess.Popen, port: int, timeout: float, log_path: Path
                     f"server not ready after {timeout:.0f} s ({last_status}):\n{log_tail(log_path)}"
                 )
             try:
-                status = client.request("GET", "/readyz")[0]
-                if status == 200:
+                status, body = client.request("GET", "/readyz")
+                if status == 200 and json.loads(body)["status"] == "ready":
                     log(f"ready after {elapsed:.1f} s")
                     return elapsed
                 last_status = f"/readyz {status}"

@@ -15,6 +15,8 @@ PreflightError
 └── ModelStateError    a model that cannot answer as asked (no scores
     │                  for a target, too few groups to calibrate)          → 409 / CLI exit 1
     ├── NotTrained     says which `preflight train ...` to run             → 503
+    ├── NotReadyYet    the service is still loading or training the task's
+    │                  first model: says which, and when to retry          → 503 + Retry-After
     └── ModelUnavailable  versions exist but none loads (damaged artifacts,
                        an unreadable registry): says so, names no path   → 503
 
@@ -113,6 +115,14 @@ class NotTrained(ModelStateError):
     def __init__(self, task: str, hint: str = "") -> None:
         self.task = task
         super().__init__(f"task {task!r} has no trained model; run `preflight train {task}`{hint}")
+
+
+class NotReadyYet(ModelStateError):
+    """A task still loading or training its first model at start-up; ``retry_after_s``: when to ask again."""
+
+    def __init__(self, task: str, doing: str, retry_after_s: int) -> None:
+        self.task, self.retry_after_s = task, retry_after_s
+        super().__init__(f"task {task!r} is not ready yet: {doing}; try again in {retry_after_s} s")
 
 
 class ModelUnavailable(ModelStateError):

@@ -99,8 +99,9 @@ def _document_items(app: FastAPI) -> None:
 
 
 def create_app(settings: Settings | None = None, bootstrap: bool = False) -> FastAPI:
-    """The app. With ``bootstrap``, missing champions are trained in the background after start-up,
-    so ``/healthz`` answers at once and ``/readyz`` says 503 until they are loaded."""
+    """The app. With ``bootstrap``, models are loaded and missing champions trained in the background
+    (the lead task first), so ``/healthz`` answers at once, each task as soon as its own model loads,
+    and ``/readyz`` says which tasks answer and which are still training."""
     settings = settings or Settings()
 
     @asynccontextmanager

@@ -158,8 +158,8 @@ def _setup() -> tuple[Settings, Catalogue]:
 
 @app.command()
 def serve(host: str = "127.0.0.1", port: Annotated[int, typer.Option(min=0, max=65535)] = 8000) -> None:
-    """Serve the HTTP API; champions that are missing are trained from the data at hand meanwhile
-    (``/readyz`` is 503 until they are loaded)."""
+    """Serve the HTTP API; champions that are missing are trained from the data at hand meanwhile,
+    GEMM first (each task answers once its own model loads; ``/readyz`` lists those still training)."""
     import uvicorn
     from preflight.service.app import create_app
 

@@ -13,6 +13,7 @@ from preflight.data.errors import (
     DeviceConflict,
     ModelStateError,
     ModelUnavailable,
+    NotReadyYet,
     NotTrained,
     OverBudget,
     PreflightError,
@@ -29,6 +30,7 @@ STATUS = {
     UnknownTask: 404,
     UnknownDevice: 404,
     NotTrained: 503,
+    NotReadyYet: 503,
     ModelUnavailable: 503,
     DataError: 422,
     UsageError: 400,
@@ -84,7 +86,11 @@ RESPONSES: dict[int | str, dict] = {
     404: {"model": Problem, "description": "an unknown task or device (the answer lists known ones)"},
     409: {"model": Problem, "description": "a name that another device owns, or a model that cannot answer"},
     422: {"model": Invalid, "description": "invalid fields, or items the data at hand cannot answer"},
-    503: {"model": Problem, "description": "the task has no model that answers (untrained, or damaged)"},
+    503: {
+        "model": Problem,
+        "description": "the task has no model that answers (untrained, or damaged), or is still loading or "
+        "training its first one at start-up (with Retry-After)",
+    },
     **LIMITS,
 }
 
@@ -106,7 +112,8 @@ async def preflight_error(request: Request, exc: Exception) -> JSONResponse:
         if exc.items:
             body["loc"] = ["body", "items", exc.items[0], "device"]
             body["items"] = exc.items
-    return JSONResponse(body, status_code=_status(exc))
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, NotReadyYet) else None
+    return JSONResponse(body, status_code=_status(exc), headers=headers)
 
 
 def _trimmed(error: dict) -> dict:

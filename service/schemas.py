@@ -7,6 +7,7 @@ from preflight.data.catalogue import DeviceSpec
 from preflight.data.fpga import BOARD, FpgaItem, Tool, design_pragmas
 from preflight.data.interference import KINDS, InterferenceItem, Neighbours
 from preflight.data.nas import CurveItem
+from preflight.data.settings import Settings
 from preflight.models.early_stop import DEFAULT_RISK, RULE
 from preflight.models.explore import LIKELY_SHARE
 from preflight.models.targets import Target
@@ -430,28 +431,24 @@ class ExploreRequest(BaseModel):
     )
     coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
 
-    _items: list[FpgaItem] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="after")
-    def _settings_fit_the_graph(self) -> Self:
-        """One item per setting; a setting the graph cannot take names its index and knob."""
+    def designs_as_items(self, settings: Settings) -> list[FpgaItem]:
+        """One item per setting, the kernel found in ``settings``' datasets; a ValueError says what is
+        wrong, naming the setting the graph cannot take and its knob."""
+        fields = {"kernel": self.kernel, "graph": self.graph, "tool": self.tool, "device": self.device}
         try:
-            base = FpgaItem(kernel=self.kernel, graph=self.graph, tool=self.tool, device=self.device)
+            base = FpgaItem.model_validate(fields, context=settings.validation_context())
         except ValidationError as exc:
             raise ValueError(
                 "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
             ) from None
         placeholders = list(base.pragmas)
+        items = []
         for i, design in enumerate(self.designs):
             try:
-                self._items.append(base.model_copy(update={"pragmas": design_pragmas(design, placeholders)}))
+                items.append(base.model_copy(update={"pragmas": design_pragmas(design, placeholders)}))
             except ValueError as exc:
                 raise ValueError(f"designs[{i}]: {exc}") from None
-        return self
-
-    @property
-    def items(self) -> list[FpgaItem]:
-        return self._items
+        return items
 
 
 class ExploredDesign(BaseModel):
@@ -486,6 +483,10 @@ class Readiness(BaseModel):
     ready: bool
     status: str
     loaded: list[str] = Field(description="tasks that answer predictions")
+    training: list[str] = Field(
+        description="tasks still training their first version at start-up: each answers 503 with "
+        "Retry-After until its own model loads"
+    )
     tasks: dict[str, TaskReadiness]
 
 

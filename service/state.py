@@ -36,6 +36,7 @@ from preflight.data.errors import (
     DataError,
     DeviceConflict,
     ModelUnavailable,
+    NotReadyYet,
     NotTrained,
     PreflightError,
     UnknownTask,
@@ -63,6 +64,10 @@ log = logging.getLogger("preflight.service")
 
 #: Task states that answer predictions.
 SERVING = ("ready", "fallback")
+#: The product's lead task: loaded and trained first at start-up, so that it answers soonest.
+LEAD_TASK = "gemm"
+#: Seconds a client is told to wait (``Retry-After``) before asking again for a task still starting.
+RETRY_AFTER_S = 10
 #: Registrations whose answers are remembered by Idempotency-Key (the oldest forgotten first).
 MAX_IDEMPOTENCY_KEYS = 1_000
 
@@ -108,25 +113,41 @@ class ServiceState:
     def create(cls, settings: Settings) -> ServiceState:
         """The state of a home: its devices and measurements read (an interrupted change completed first)."""
         state = cls(settings, Catalogue.load(), {}, api_keys=_api_keys(settings))  # the home's devices: sync
-        state.tasks = {t.name: TaskStatus("loading") for t in all_tasks()}
+        state.tasks = {
+            t.name: TaskStatus("loading", "loading its model from the registry") for t in all_tasks()
+        }
         state.sync()
         return state
 
     def start(self, bootstrap: bool) -> None:
-        """Load every task's model; with ``bootstrap``, train those with no version and data at hand
-        (never over an existing registry: a task whose versions all fail stays failed)."""
-        tasks = all_tasks()
+        """Load every task's model, :data:`LEAD_TASK` first; with ``bootstrap``, train those with no
+        version and data at hand, in the same order (never over an existing registry: a task whose
+        versions all fail stays failed). Each task answers as soon as its own model has loaded."""
+        tasks = sorted(all_tasks(), key=lambda task: task.name != LEAD_TASK)
         for task in tasks:
             self._starting(task, self.load)
         if bootstrap:
-            untrained = [t for t in tasks if self.tasks[t.name].state == "untrained" and self._has_data(t)]
-            for i, task in enumerate(untrained, 1):
-                which = f"{task.name} ({i} of {len(untrained)})"
-                log.info("training %s", which)
-                began = time.monotonic()
-                if self._starting(task, self._train):
-                    log.info("trained %s in %.0f s", which, time.monotonic() - began)
+            self._bootstrap(
+                [t for t in tasks if self.tasks[t.name].state == "untrained" and self._has_data(t)]
+            )
         self.started = True
+
+    def _bootstrap(self, untrained: list[Task]) -> None:
+        """Train each task in turn. All are marked training at once, so that until its own model loads
+        each answers 503 with ``Retry-After`` rather than "run preflight train"."""
+        for i, task in enumerate(untrained, 1):
+            self.tasks[task.name] = TaskStatus(
+                "training", f"queued to train its first version ({i} of {len(untrained)})"
+            )
+        for i, task in enumerate(untrained, 1):
+            which = f"{task.name} ({i} of {len(untrained)})"
+            log.info("training %s", which)
+            self.tasks[task.name] = TaskStatus(
+                "training", f"training its first version from the data at hand ({i} of {len(untrained)})"
+            )
+            began = time.monotonic()
+            if self._starting(task, self._train):
+                log.info("trained %s in %.0f s", which, time.monotonic() - began)
 
     def _starting(self, task: Task, step: Callable[[Task], object]) -> bool:
         """Run one start-up step of a task; whether it went through. A task must never take the others
@@ -214,7 +235,6 @@ class ServiceState:
     def _train(self, task: Task) -> None:
         from preflight.models.training import train
 
-        self.tasks[task.name] = TaskStatus("training", "no version yet: training one from the data at hand")
         # the gate promotes a first version; one another trainer registered meanwhile is kept
         train(task, self.settings, self.catalogue, paths=available_sources(task, self.settings))
         self.load(task)
@@ -233,8 +253,14 @@ class ServiceState:
 
     @property
     def ready(self) -> bool:
-        """Start-up has finished and at least one task answers."""
-        return self.started and any(s.state in SERVING for s in self.tasks.values())
+        """At least one task answers and none is still loading from the registry; others may still be
+        training (see :meth:`training`)."""
+        states = [status.state for status in self.tasks.values()]
+        return any(state in SERVING for state in states) and "loading" not in states
+
+    def training(self) -> list[str]:
+        """The tasks still training their first version at start-up, by name."""
+        return sorted(name for name, status in self.tasks.items() if status.state == "training")
 
     def task_states(self) -> dict[str, dict]:
         """Each task's state, served version and why, by task name (what /readyz shows), with what
@@ -246,11 +272,13 @@ class ServiceState:
         return states
 
     def champion(self, task: str) -> Champion:
-        """The model to answer with; NotTrained or ModelUnavailable say why there is none."""
+        """The model to answer with; NotReadyYet, NotTrained or ModelUnavailable say why there is none."""
         champion = self.champions.get(task)
         if champion is not None:
             return champion
         status = self.tasks.get(task)
+        if status is not None and status.state in ("loading", "training"):
+            raise NotReadyYet(task, status.detail, RETRY_AFTER_S)
         if status is not None and status.state == "failed":
             raise ModelUnavailable(task, status.detail)
         raise NotTrained(task, self._hint(get_task(task)) if status is not None else "")

@@ -1,11 +1,12 @@
-"""``/healthz`` (the process is up) and ``/readyz`` (which tasks answer, and why the others don't)."""
+"""``/healthz`` (the process is up) and ``/readyz`` (which tasks answer, which are still training,
+and why the others don't)."""
 
 from fastapi import APIRouter, Response
 from preflight.service.deps import StateDep
 from preflight.service.errors import LIMITS
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import Readiness
-from preflight.service.state import SERVING
+from preflight.service.state import SERVING, ServiceState
 
 router = APIRouter(tags=["health"], responses=LIMITS, route_class=UnicodeRoute)
 
@@ -18,16 +19,27 @@ def healthz() -> dict:
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
 def readyz(state: StateDep, response: Response) -> Readiness:
-    """200 once start-up has finished and at least one task answers; 503 before. ``tasks`` gives
-    each task's state (ready, fallback: an older version serves because the champion cannot load,
-    failed, untrained, training, loading), its served version, and why (no paths: those are logged),
-    including stored measurements set aside (malformed, or of a device that is gone) and where to."""
+    """200 once at least one task answers and none is still loading from the registry, while others
+    may still train: ``status`` is ``training`` until start-up has finished, then ``ready``. 503 before
+    (``starting``), or when start-up finished and no task can answer. ``loaded`` lists the tasks that
+    answer, ``training`` those still training; ``tasks`` gives each task's state (ready, fallback: an
+    older version serves because the champion cannot load, failed, untrained, training, loading), its
+    served version, and why (no paths: those are logged), including stored measurements set aside
+    (malformed, or of a device that is gone) and where to."""
     if not state.ready:
         response.status_code = 503
     tasks = state.task_states()
     return Readiness(
         ready=state.ready,
-        status="ready" if state.ready else ("starting" if not state.started else "no task can answer"),
+        status=_status(state),
         loaded=[name for name, status in tasks.items() if status["state"] in SERVING],
+        training=state.training(),
         tasks=tasks,
     )
+
+
+def _status(state: ServiceState) -> str:
+    """``ready`` or ``training`` (200), ``starting`` or ``no task can answer`` (503)."""
+    if state.ready:
+        return "ready" if state.started else "training"
+    return "no task can answer" if state.started else "starting"
