@@ -19,7 +19,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PREFLIGHT_", extra="ignore", hide_input_in_errors=True)
 
     home: Path = Field(default=Path(".preflight"), description="tables, MLflow DB, artifacts")
-    datasets: Path | None = Field(default=None, description="a folder laid out like shared/datasets")
+    datasets: Path | None = Field(
+        default=None,
+        description="the folder of the full public sets, each at its path in the README's Data table",
+    )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description=f"keys for X-API-Key, a JSON list or comma-separated, each of at least {MIN_KEY_LENGTH} "

@@ -244,8 +244,8 @@ class ServiceState:
         if self._has_data(task):
             return ""
         return (
-            f"; its datasets are needed ({', '.join(task.sources)}): set PREFLIGHT_DATASETS to a folder "
-            "laid out like shared/datasets (README, Data) and restart"
+            f"; its datasets are needed ({', '.join(task.sources)}): download them (the README's Data "
+            "section names each file's path and upstream), set PREFLIGHT_DATASETS to their folder and restart"
         )
 
     def _has_data(self, task: Task) -> bool:

@@ -68,28 +68,20 @@ def test_an_arm_cpuinfo_names_features_and_no_cores(fake_host):
     assert facts.clock_mhz is None and facts.vendor == "unknown"
 
 
-def test_the_cpu_spec_estimates_peaks_from_flags_and_clock(fake_host, monkeypatch):
+@pytest.mark.parametrize(
+    ("threads", "name"),
+    [(2, "Intel(R) Xeon(R) Gold 6338 (2 threads)"), (1, "Intel(R) Xeon(R) Gold 6338 (1 thread)")],
+)
+def test_the_cpu_spec_estimates_peaks_from_flags_and_clock(fake_host, monkeypatch, threads, name):
+    """One thread is named in the singular; the id keeps ``threads`` (a resumed sweep finds its own)."""
     monkeypatch.setattr(host, "copy_bandwidth_gbs", lambda target: 12.34)
-    with torch_threads(2):
+    with torch_threads(threads):
         spec = host.cpu_spec()
         assert host.device_id(torch.device("cpu")) == spec.id
-    assert (spec.id, spec.name) == (
-        "intel-r-xeon-r-gold-6338-2-threads",
-        "Intel(R) Xeon(R) Gold 6338 (2 threads)",
-    )
-    assert (spec.compute_units, spec.memory_bandwidth_gbs, spec.boost_clock_mhz) == (2, 12.3, 2000.0)
-    assert spec.peak_tflops == {"fp32": 0.256, "fp64": 0.128, "bf16": 0.256}  # AVX-512: 64 fp32 FLOPs a cycle
-
-
-def test_a_one_thread_slice_is_named_in_the_singular_and_keeps_its_id(fake_host, monkeypatch):
-    monkeypatch.setattr(host, "copy_bandwidth_gbs", lambda target: 12.34)
-    with torch_threads(1):
-        spec = host.cpu_spec()
-        assert host.device_id(torch.device("cpu")) == spec.id
-    assert (spec.id, spec.name) == (
-        "intel-r-xeon-r-gold-6338-1-threads",
-        "Intel(R) Xeon(R) Gold 6338 (1 thread)",
-    )
+    assert (spec.id, spec.name) == (f"intel-r-xeon-r-gold-6338-{threads}-threads", name)
+    assert (spec.compute_units, spec.memory_bandwidth_gbs, spec.boost_clock_mhz) == (threads, 12.3, 2000.0)
+    fp32 = 0.128 * threads  # AVX-512: 64 fp32 FLOPs a cycle
+    assert spec.peak_tflops == pytest.approx({"fp32": fp32, "fp64": fp32 / 2, "bf16": fp32})
 
 
 def test_a_cpu_without_a_known_clock_gets_no_spec(fake_host):

@@ -274,7 +274,11 @@ def test_an_untrained_task_without_its_data_says_where_to_point_the_datasets(tmp
     # MARLA has no licence: it never ships, so the datasets are needed
     with api_client(tmp_path / "empty") as client:
         detail = client.post("/v1/interference-trace/predict", json={"items": [{}]}).json()["detail"]
-    assert "preflight train interference-trace" in detail and "set PREFLIGHT_DATASETS to a folder" in detail
+    assert (
+        "preflight train interference-trace" in detail
+        and "set PREFLIGHT_DATASETS to their folder" in detail
+        and "Data" in detail
+    )
     assert "marla" in detail
 
 
