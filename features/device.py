@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.catalogue import KINDS, Catalogue, DeviceSpec
 
-#: Codes of device kinds (fixed: trained models read them); a device known only by measurements has none.
-KINDS = {"gpu": 0, "accelerator": 1, "cpu": 2, "soc": 3, "fpga": 4, "vm-host": 5}
 #: Codes of vendors (fixed: trained models read them): each brings its own kernel library (cuBLAS, rocBLAS).
 VENDORS = {"nvidia": 0, "amd": 1, "intel": 2, "apple": 3, "qualcomm": 4, "google": 5, "arm": 6, "xilinx": 7}
 SPEC_FIELDS = ("memory_bandwidth_gbs", "compute_units", "boost_clock_mhz", "tdp_w", "llc_mb", "year")
@@ -31,7 +29,14 @@ def spec_columns(specs: Sequence[DeviceSpec | None]) -> dict[str, np.ndarray]:
 
 
 def kind_codes(specs: Sequence[DeviceSpec | None]) -> np.ndarray:
-    return np.array([np.nan if s is None else KINDS.get(s.kind, np.nan) for s in specs])
+    """Each device's kind code (``KINDS``); NaN where there is no device or its kind has no code (known
+    only by measurements). A kind ``KINDS`` does not define is a ``KeyError``, never a silent NaN."""
+
+    def code(spec: DeviceSpec | None) -> float:
+        kind_code = None if spec is None else KINDS[spec.kind].code
+        return np.nan if kind_code is None else kind_code
+
+    return np.array([code(s) for s in specs])
 
 
 def vendor_codes(specs: Sequence[DeviceSpec | None]) -> np.ndarray:

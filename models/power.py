@@ -22,7 +22,8 @@ commonly reported readings, not fits to any data set in this project:
 * CPU: static fraction 0.30 (interval 0.10-0.50), exponent 0.8 (interval 0.5-1.0). Server packages
   idle at 20-40 % of TDP (large uncore and I/O dies), desktop ones at 10-20 %; SPECpower_ssj2008
   load lines of servers are close to linear in load and slightly concave (turbo at low load).
-* Accelerators (TPU-like, power-capped boards) borrow the GPU prior.
+* Accelerators (TPU-like, power-capped boards) borrow the GPU prior (``KINDS`` in ``data/catalogue``
+  names the prior each kind follows).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+from preflight.data.catalogue import KINDS
 from scipy.optimize import least_squares
 
 #: Smallest utilisation: a kernel that ran did some work, and ``u ** exponent`` stays finite.
@@ -49,16 +51,19 @@ class PowerShape:
 
 
 _GPU = PowerShape(static_fraction=0.20, exponent=0.5)
-_CPU = PowerShape(static_fraction=0.30, exponent=0.8)
-
-#: Shapes from physics alone, per device kind (provenance in the module docstring).
-PHYSICS_PRIOR: dict[str, PowerShape] = {"gpu": _GPU, "accelerator": _GPU, "cpu": _CPU}
-_GPU_INTERVAL = (PowerShape(0.10, 1.0), PowerShape(0.35, 0.25))
-#: Per kind, the prior shapes drawing the least and the most power at any utilisation.
+#: Each prior (provenance in the module docstring): its shape, and the shapes drawing the least and the
+#: most power at any utilisation.
+_PRIORS: dict[str, tuple[PowerShape, tuple[PowerShape, PowerShape]]] = {
+    "gpu": (_GPU, (PowerShape(0.10, 1.0), PowerShape(0.35, 0.25))),
+    "cpu": (PowerShape(static_fraction=0.30, exponent=0.8), (PowerShape(0.10, 1.0), PowerShape(0.50, 0.5))),
+}
+#: Per device kind with a prior (``KINDS``' ``power_prior``), its shape from physics alone.
+PHYSICS_PRIOR: dict[str, PowerShape] = {
+    name: _PRIORS[kind.power_prior][0] for name, kind in KINDS.items() if kind.power_prior
+}
+#: Per device kind with a prior, the prior shapes drawing the least and the most power.
 PRIOR_INTERVAL: dict[str, tuple[PowerShape, PowerShape]] = {
-    "gpu": _GPU_INTERVAL,
-    "accelerator": _GPU_INTERVAL,
-    "cpu": (PowerShape(0.10, 1.0), PowerShape(0.50, 0.5)),
+    name: _PRIORS[kind.power_prior][1] for name, kind in KINDS.items() if kind.power_prior
 }
 
 

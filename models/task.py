@@ -39,6 +39,7 @@ class Task:
     never seen in training are flagged out of distribution (an empty value, not given, is not).
     ``measured_devices``: a device the catalogue does not know can be learned from its measurements
     alone (its spec-sheet features are missing); otherwise an unknown device name is an error.
+    ``examples``: items of a request (the route's OpenAPI example), each valid as ``item``; at least one.
     """
 
     name: str
@@ -52,6 +53,7 @@ class Task:
     default_family: str
     #: the simple family every evaluation reports beside the model
     baseline: str
+    examples: tuple[dict[str, Any], ...]
     metric: str = "mape"
     device_column: str | None = "device_id"
     machine_column: str | None = None
@@ -73,6 +75,10 @@ class Task:
     #: hyperparameters a family takes on this task, beyond its defaults (fewer GNN epochs where every
     #: design of a kernel is a row of its own); what a caller passes overrides them
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.examples:
+            raise ValueError(f"task {self.name!r} has no example items: give at least one")
 
     def item_cost(self, raw: Any) -> float:
         """What one raw item costs (at least 1; a malformed item costs 1 and fails validation later)."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.data.catalogue import Catalogue, DeviceSpec
+from preflight.data.catalogue import KINDS, Catalogue, DeviceSpec
 from preflight.data.errors import DataError, UsageError
 from preflight.models import budget
 from preflight.models.inference import predict_items
@@ -24,8 +24,6 @@ from pydantic import BaseModel, ValidationError
 
 #: The item field the what-if sets to each candidate device in turn.
 DEVICE_FIELD = "device"
-#: Catalogue kinds compared when no devices are named.
-CANDIDATE_KINDS = ("gpu", "accelerator")
 #: How a task's targets are read: time is its first target in this unit; energy its first target in one
 #: of these units, reported in joules (factor to joules).
 TIME_UNIT = "ms"
@@ -114,7 +112,7 @@ def energy_target(task: Task) -> str | None:
 
 def candidates(task: Task, catalogue: Catalogue, names: Sequence[str] | None) -> list[DeviceSpec]:
     """The devices to compare: the named ones (any name the catalogue resolves; ``UnknownDevice``
-    otherwise), or every GPU and accelerator in the catalogue."""
+    otherwise), or every device of the catalogue whose kind is a what-if candidate (GPUs, accelerators)."""
     if DEVICE_FIELD not in task.item.model_fields:
         on_devices = [t.name for t in all_tasks() if DEVICE_FIELD in t.item.model_fields]
         raise UsageError(
@@ -122,7 +120,7 @@ def candidates(task: Task, catalogue: Catalogue, names: Sequence[str] | None) ->
             f"what-if compares devices for: {', '.join(on_devices)}"
         )
     if names is None:
-        return [spec for spec in catalogue if spec.kind in CANDIDATE_KINDS]
+        return [spec for spec in catalogue if KINDS[spec.kind].whatif_candidate]
     if not names:
         raise UsageError("name at least one device to compare, or all")
     return list({spec.id: spec for spec in map(catalogue.resolve, names)}.values())

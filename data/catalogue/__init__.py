@@ -26,7 +26,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from preflight.data.errors import AmbiguousDevice, DataError, DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
@@ -66,8 +66,32 @@ _PEAK_FALLBACK = {
 }
 
 
+@dataclass(frozen=True)
+class Kind:
+    """What the layers above read of a kind of device."""
+
+    #: its code among the featurizers' inputs (``features/device.py``; fixed: trained models read them);
+    #: ``None`` for a kind with no spec sheet to speak of (a device known only by measurements)
+    code: int | None
+    #: the physics prior its power follows (``models/power.py``); ``None``: its power is not estimated
+    power_prior: Literal["gpu", "cpu"] | None = None
+    #: a host's CPU model name may resolve to a catalogue entry of this kind (``host.py``)
+    host_cpu: bool = False
+    #: a what-if compares the catalogue's devices of this kind when none are named
+    whatif_candidate: bool = False
+
+
 #: Kinds of device: processors that run kernels, boards synthesised into, and hosts that share a machine.
-KINDS = ("gpu", "cpu", "soc", "accelerator", "fpga", "vm-host", "unknown")
+#: The one place a kind is named: spec sheets, featurizers, the power law and the host read it here.
+KINDS: dict[str, Kind] = {
+    "gpu": Kind(code=0, power_prior="gpu", whatif_candidate=True),
+    "cpu": Kind(code=2, power_prior="cpu", host_cpu=True),
+    "soc": Kind(code=3, host_cpu=True),
+    "accelerator": Kind(code=1, power_prior="gpu", whatif_candidate=True),  # power-capped boards, as GPUs
+    "fpga": Kind(code=4),
+    "vm-host": Kind(code=5),
+    "unknown": Kind(code=None),
+}
 
 
 #: Bounds of a spec sheet, wide enough for any real device from a microcontroller to a rack-scale

@@ -15,7 +15,7 @@ import os
 import time
 
 import numpy as np
-from preflight.data.catalogue import MAX_ENTRIES, Catalogue, DeviceSpec
+from preflight.data.catalogue import KINDS, MAX_ENTRIES, Catalogue, DeviceSpec
 from preflight.data.collect.host import HostFacts, host_facts, peak_tflops, slug
 from preflight.data.errors import UnknownDevice
 from preflight.data.settings import Settings
@@ -23,8 +23,6 @@ from preflight.data.settings import Settings
 log = logging.getLogger("preflight.catalogue")
 
 HOST_NAMES = ("cpu", "host")
-#: Kinds of catalogue entry that a CPU's model name may resolve to.
-_CPU_KINDS = ("cpu", "soc")
 
 
 def with_host(shipped: tuple[DeviceSpec, ...]) -> tuple[DeviceSpec, ...]:
@@ -104,7 +102,7 @@ def _shipped_model(shipped: tuple[DeviceSpec, ...], cpu_name: str) -> DeviceSpec
         spec = Catalogue(list(shipped)).resolve(cpu_name)
     except UnknownDevice:
         return None
-    return spec if spec.kind in _CPU_KINDS else None
+    return spec if KINDS[spec.kind].host_cpu else None
 
 
 def _names(aliases: list[str]) -> list[str]:

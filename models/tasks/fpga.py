@@ -27,6 +27,29 @@ def _resource(name: str) -> Target:
     )
 
 
+#: A loop of 64 iterations (y[i] = a * x[i]) as a program graph: its bound, its compare, the PARALLEL
+#: and PIPELINE pragmas on it, and the body, in ProGraML's JSON form.
+_VSCALE = {
+    "nodes": [
+        {"text": "i32", "type": 2, "full_text": "i32 64"},
+        {"text": "icmp", "type": 0, "full_text": "icmp slt i32 %i, 64"},
+        {"text": "PARALLEL", "type": 3, "full_text": "#pragma ACCEL PARALLEL auto{__PARA__L0}"},
+        {"text": "PIPELINE", "type": 3, "full_text": "#pragma ACCEL PIPELINE auto{__PIPE__L0}"},
+        {"text": "load", "type": 0},
+        {"text": "fmul", "type": 0},
+        {"text": "store", "type": 0},
+    ],
+    "edges": [
+        {"source": 0, "target": 1, "flow": 1},
+        {"source": 2, "target": 1, "flow": 3},
+        {"source": 3, "target": 1, "flow": 3},
+        {"source": 1, "target": 4, "flow": 0},
+        {"source": 4, "target": 5, "flow": 0},
+        {"source": 5, "target": 6, "flow": 0},
+    ],
+}
+
+
 def with_graph(table):
     """Designs whose kernel's program graph was found (every family reads the graph's statistics)."""
     return table[table["graph"].astype(str) != ""]
@@ -63,6 +86,10 @@ FPGA = register(
         families=("tree", "gnn", "linear"),
         default_family="tree",
         baseline="linear",
+        examples=(
+            {"kernel": "vscale", "graph": _VSCALE, "pragmas": {"__PARA__L0": 8, "__PIPE__L0": "flatten"}},
+            {"kernel": "vscale", "graph": _VSCALE, "pragmas": {"__PARA__L0": 1}, "tool": "v18"},
+        ),
         metric="rmse_log10",
         # the board is an input, not a device to adapt to: few-shot offsets mean nothing for `valid`
         device_column=None,

@@ -86,6 +86,10 @@ GEMM = register(
         families=("physics", "tree", "roofline"),
         default_family="physics",
         baseline="roofline",
+        examples=(
+            {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 80GB HBM3"},
+            {"m": 1024, "n": 512, "k": 2048, "trans_a": True, "device": "Tesla V100-SXM2-16GB"},
+        ),
         metric="mape",
         # a new GPU is usually a new generation: unseen-device intervals hold out a generation at a time
         machine_column="architecture",

@@ -28,6 +28,17 @@ _SPLITS: dict[str, tuple[str, ...]] = {
     "session": ("session",),
 }
 
+#: Two 5-second samples of a MARLA host: IPC, L3 and L2 misses, C0 and C1 residency of 8 cores, then
+#: the system's IPC, L3 and L2 misses, reads and writes.
+_WINDOW = [
+    [0.75, 0.28, 1.34, 3.28, 92.2, 0.83, 0.19, 0.79, 2.63, 87.0, 0.84, 0.19, 0.61, 2.49, 97.5, 2.82, 0.19,
+     2.41, 31.8, 64.4, 2.8, 0.16, 2.07, 30.8, 64.7, 2.84, 0.17, 2.27, 30.8, 58.8, 0.86, 0.23, 2.01, 8.4,
+     91.6, 0.55, 0.26, 3.5, 9.35, 86.9, 2.42, 1.68, 15.0, 2.91, 2.94],
+    [0.72, 0.32, 1.53, 3.5, 90.8, 0.74, 0.21, 0.81, 2.69, 91.2, 0.78, 0.22, 0.64, 2.57, 97.4, 2.85, 0.2,
+     2.45, 33.1, 62.7, 3.0, 0.15, 2.1, 33.9, 60.4, 2.53, 0.18, 2.05, 26.3, 67.6, 0.85, 0.24, 2.01, 8.12,
+     91.9, 0.54, 0.27, 3.55, 9.28, 86.6, 2.41, 1.78, 15.2, 3.0, 2.97],
+]  # fmt: skip
+
 
 def with_window(table: pd.DataFrame) -> pd.DataFrame:
     """Runs whose metric trace was found (the black-box model learns from nothing else)."""
@@ -48,6 +59,15 @@ INTERFERENCE = register(
         families=("tree", "linear"),
         default_family="tree",
         baseline="linear",
+        examples=(
+            {
+                "workload": "nginx",
+                "load_rps": 2000,
+                "replicas": 1,
+                "neighbours": {"cpu": 1, "l3": 2},
+                "solo": {"ipc": 0.9, "p99_ms": 0.15},
+            },
+        ),
         metric="mae",
         device_column=None,  # a host is named, not looked up in the catalogue
         seen_columns=("workload",),  # a host enters through the solo profile measured on it
@@ -66,6 +86,7 @@ INTERFERENCE_TRACE = register(
         families=("tree", "transformer", "linear"),
         default_family="tree",
         baseline="linear",
+        examples=({"window": _WINDOW, "load_rps": 1000, "replicas": 2},),
         metric="mae",
         device_column=None,
         select=with_window,

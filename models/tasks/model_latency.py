@@ -23,6 +23,20 @@ MODEL_LATENCY = register(
         families=("kernel-sum", "roofline"),
         default_family="kernel-sum",
         baseline="roofline",
+        examples=(
+            {"model": "gpt2_large", "batch": 4, "seq": 1024, "mode": "inf", "device": "Tesla T4"},
+            {
+                "ops": [
+                    {
+                        "op": "linear",
+                        "input_shapes": [[8, 512, 1024], [4096, 1024]],
+                        "output_shape": [8, 512, 4096],
+                    }
+                ],
+                "dtype": "fp16",
+                "device": "NVIDIA A100 80GB PCIe",
+            },
+        ),
         metric="mape",
         # no trace measured fp16 or bf16: such items are flagged, and their stratum is uncalibrated
         seen_columns=("dtype",),

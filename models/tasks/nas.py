@@ -13,6 +13,8 @@ from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
 _SPLITS: dict[str, tuple[str, ...]] = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
+#: A NAS-Bench-201 cell in its arch_str notation.
+_NB201_CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|nor_conv_3x3~0|none~1|nor_conv_1x1~2|"
 
 
 def final_accuracy(table: pd.DataFrame) -> pd.DataFrame:
@@ -56,6 +58,7 @@ NAS_ACCURACY = register(
         families=("tree", "gnn", "linear"),
         default_family="tree",
         baseline="linear",
+        examples=({"space": "nb201", "arch": _NB201_CELL, "dataset": "cifar100"},),
         metric="kendall",
         device_column=None,  # accuracy belongs to the architecture and dataset, not to a device
         seen_columns=("dataset",),
@@ -79,6 +82,15 @@ NAS_LATENCY = register(
         families=("tree", "gnn", "linear"),
         default_family="tree",
         baseline="linear",
+        examples=(
+            {
+                "space": "nb201",
+                "arch": _NB201_CELL,
+                "dataset": "cifar100",
+                "device": "Raspberry Pi 5",
+                "framework": "litert",
+            },
+        ),
         metric="mape",
         machine_column="hardware",  # calibration holds a machine out with all its batch sizes and runtimes
         seen_columns=("dataset",),
@@ -148,6 +160,15 @@ NAS_CURVE = register(
         families=("tree", "extrapolation", "last-value"),
         default_family="tree",
         baseline="extrapolation",
+        examples=(
+            {
+                "space": "nb201",
+                "arch": _NB201_CELL,
+                "dataset": "cifar10",
+                "curve": [0.31, 0.47, 0.55],
+                "budget": 200,
+            },
+        ),
         metric="mae",
         device_column=None,
         seen_columns=("dataset",),

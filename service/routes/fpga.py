@@ -12,18 +12,19 @@ from preflight.data.settings import Settings
 from preflight.models.explore import explore
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
-from preflight.service.routes.predict import VSCALE
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import ExploreRequest, ExploreResponse, ModelInfoPublic
 
 router = APIRouter(tags=["fpga"], route_class=UnicodeRoute)
 
+#: The fpga task's first example design, whose kernel and graph the exploration's example explores.
+_DESIGN = get_task("fpga").examples[0]
 EXPLORATIONS: dict[str, Example] = {
     "graph": {
         "summary": "unrolling and pipelining of a loop, from its program graph",
         "value": {
-            "kernel": "vscale",
-            "graph": VSCALE,
+            "kernel": _DESIGN["kernel"],
+            "graph": _DESIGN["graph"],
             "designs": [
                 {"__PARA__L0": 1},
                 {"__PARA__L0": 4, "__PIPE__L0": "flatten"},

@@ -7,7 +7,6 @@ from fastapi.openapi.models import Example
 from preflight.models.early_stop import decide
 from preflight.models.task import get_task
 from preflight.service.deps import StateDep, served
-from preflight.service.routes.predict import NB201_CELL
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import EarlyStopRequest, EarlyStopResponse, ModelInfoPublic
 
@@ -16,15 +15,8 @@ router = APIRouter(tags=["nas"], route_class=UnicodeRoute)
 RUNS: dict[str, Example] = {
     "architecture": {
         "summary": "a NAS-Bench-201 cell after 3 of 200 epochs",
-        "value": {
-            "space": "nb201",
-            "arch": NB201_CELL,
-            "dataset": "cifar10",
-            "curve": [0.31, 0.47, 0.55],
-            "budget": 200,
-            "learning_rate": 0.1,
-            "incumbent": 0.93,
-        },
+        # the nas-curve task's example run, with a learning rate and an incumbent
+        "value": get_task("nas-curve").examples[0] | {"learning_rate": 0.1, "incumbent": 0.93},
     },
     "learner": {
         "summary": "a learner over training-set sizes (LCDB)",

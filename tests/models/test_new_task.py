@@ -60,6 +60,7 @@ TOY_MODULE = textwrap.dedent('''
                   targets={"count": Target("items", "log1p", lower=0, zero_ok=True)},
                   groups={"colour": ("colour",)}, group_key="colour", families=("tree", "linear"),
                   default_family="tree", baseline="linear", metric="mae",
+                  examples=({"size": 2.0, "colour": "red"},),
                   device_column=None, stratum_column=None))
 ''')
 

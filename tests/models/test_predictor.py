@@ -3,10 +3,10 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from preflight.data.catalogue import Catalogue
+from preflight.data.catalogue import KINDS, Catalogue
 from preflight.data.gemm import BYTES_PER_ELEMENT, Dtype
 from preflight.data.settings import Settings
-from preflight.features.device import KINDS, VENDORS
+from preflight.features.device import VENDORS
 from preflight.models import artifacts
 from preflight.models.datasets import task_data
 from preflight.models.predictor import CODES, Estimates, Predictor
@@ -257,7 +257,7 @@ def test_gemm_features_looked_up_once_per_device_equal_the_row_by_row_ones(catal
             "element_bytes": np.array([BYTES_PER_ELEMENT[Dtype(d)] for d in rows["dtype"]], dtype=float),
             "dtype": np.array([list(Dtype).index(Dtype(d)) for d in rows["dtype"]]),
             "math_dtype": np.array([list(Dtype).index(Dtype(d)) for d in math]),
-            "device_kind": np.array([KINDS.get(s.kind, np.nan) for s in specs]),
+            "device_kind": np.array([KINDS[s.kind].code for s in specs]),
             "vendor": np.array([VENDORS.get(s.vendor, np.nan) for s in specs]),
         }
         for column, values in expected.items():
