@@ -179,11 +179,6 @@ class DeviceRegistration(BaseModel):
     )
 
 
-class DevicePublic(BaseModel):
-    spec: DeviceSpec
-    measurements: dict[str, int] = Field(description="measurements held per task")
-
-
 class EarlyStopRequest(CurveItem):
     """A partial learning curve, the run's budget, and the accuracy to beat."""
 

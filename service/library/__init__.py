@@ -4,13 +4,17 @@
 
     preflight.tasks()                         # what can be predicted, with families and splits
     preflight.devices("h100")                 # the catalogue, or the device a name means
-    model = preflight.load("gemm")            # the champion (version="3" for another)
+    preflight.register_device({"id": "lab-gpu", "name": "Lab GPU", "kind": "gpu", ...})
+    preflight.measure("lab-gpu", "gemm", [{"m": 4096, "n": 4096, "k": 4096, "runtime_ms": 2.1}])
+    model = preflight.load("gemm")            # the champion (version="3" for another), adapted to them
     model.predict([{"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "h100"}])
     result = preflight.evaluate("gemm", split="device")   # grouped cross-validation beside the baseline
     result.by_group("runtime_ms"), result.worst("runtime_ms")
 
-``home`` (every function takes it) is a ``PREFLIGHT_HOME``; by default the environment's. Nothing heavy
-is imported until a function is called, so importing any ``preflight.*`` module stays instant.
+``home`` (every function takes it) is a ``PREFLIGHT_HOME``; by default the environment's. Devices and
+measurements go through the same registry, and the same files, as ``POST /v1/devices``: a service on
+the same home sees them, and the other way round. Nothing heavy is imported until a function is called,
+so importing any ``preflight.*`` module stays instant.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
     from preflight.data.catalogue import Catalogue, DeviceSpec
     from preflight.data.settings import Settings
     from preflight.models.analysis import Evaluation
+    from preflight.models.devices import Champion, DevicePublic, DeviceRegistry
     from preflight.models.inference import Prediction
     from preflight.models.predictor import Predictor
     from preflight.models.task import Task
@@ -39,6 +44,10 @@ __all__ = [
     "devices",
     "evaluate",
     "load",
+    "measure",
+    "register_device",
+    "remove_device",
+    "remove_measurements",
     "report",
     "tasks",
     "train",
@@ -106,6 +115,60 @@ def devices(query: str | None = None, home: str | Path | None = None) -> list[De
     return [known.lookup(query)] if query is not None else list(known)
 
 
+def register_device(
+    spec: DeviceSpec | dict[str, Any],
+    measurements: Iterable[dict[str, Any]] = (),
+    task: str = "gemm",
+    home: str | Path | None = None,
+) -> DevicePublic:
+    """Register (or update) a device from its spec sheet (a ``DeviceSpec``, or the dict
+    ``POST /v1/devices`` takes as ``spec``), with ``measurements`` of ``task`` if any, as one change:
+    refused measurements (``InvalidRegistration`` names each) register nothing. The device, with the
+    measurements held for it per task."""
+    from preflight.data.catalogue import DeviceSpec
+
+    return _register(DeviceSpec.model_validate(spec), None, task, measurements, home)
+
+
+def measure(
+    device: str, task: str, measurements: Iterable[dict[str, Any]], home: str | Path | None = None
+) -> DevicePublic:
+    """Add measurements of a device (any name the catalogue resolves; for a task that learns devices
+    from their measurements alone, a new one): each the task's item fields (the device left out) plus
+    the measured targets, e.g. ``{"m": 1024, "n": 1024, "k": 1024, "runtime_ms": 0.45}``. They are
+    checked as the service checks them (``InvalidRegistration``, ``ImplausibleMeasurements`` name each
+    bad row and why) and adapt the task's model for that device only. The device, with its counts."""
+    return _register(None, device, task, measurements, home)
+
+
+def remove_device(name: str, home: str | Path | None = None) -> DeviceSpec:
+    """Remove a registered device with its measurements; a catalogue device, or one a champion was
+    trained on, cannot be removed (``DeviceConflict`` says why)."""
+    config = settings(home)
+    return _registry(config).remove_device(name, lambda: _champions(config))
+
+
+def remove_measurements(device: str, task: str | None = None, home: str | Path | None = None) -> DevicePublic:
+    """Forget the measurements of a device (a catalogue device too), of ``task`` or of all. The device
+    as it remains."""
+    return _registry(settings(home)).remove_measurements(device, None if task is None else _task(task))
+
+
+def _register(
+    spec: DeviceSpec | None,
+    device: str | None,
+    task: str,
+    measurements: Iterable[dict[str, Any]],
+    home: str | Path | None,
+) -> DevicePublic:
+    """A registration carried out in the home's registry, checked against the task's champion."""
+    config = settings(home)
+    registry = _registry(config)
+    registration = registry.registration(spec, device, task, list(measurements))
+    answer, _ = registry.register(registration, lambda name: _champion(config, name))
+    return answer
+
+
 def versions(task: str, home: str | Path | None = None) -> pd.DataFrame:
     """The registered versions of a task's model, newest first, with the champion marked."""
     import pandas as pd
@@ -140,16 +203,20 @@ def train(
 
 def load(task: str, version: str | int | None = None, home: str | Path | None = None) -> Model:
     """A task's model: the champion (or, when it cannot load, the newest version that does), or the
-    given version. ``NotTrained`` when the task has none."""
+    given version, adapted to the measurements held in ``home`` as the service adapts it (its
+    ``info.adaptation`` says to which). ``NotTrained`` when the task has none."""
     from preflight.models import tracking
+    from preflight.models.devices import Champion
 
     config = settings(home)
     spec = _task(task)
     if version is None:
-        predictor, info = tracking.load_champion(config, spec.name)
+        loaded = _champion(config, spec.name)
     else:
-        predictor, info = tracking.load_version(config, spec.name, str(version))
-    return Model(spec, predictor, info, config, catalogue(home))
+        loaded = Champion.loaded(*tracking.load_version(config, spec.name, str(version)))
+    registry = _registry(config)
+    adapted = registry.adapted(spec, loaded)
+    return Model(spec, adapted.predictor, adapted.info, config, registry.catalogue)
 
 
 def evaluate(
@@ -290,6 +357,35 @@ class Model:
                 self.task.name, self.info.version,
             )  # fmt: skip
         return files or None
+
+
+def _registry(config: Settings) -> DeviceRegistry:
+    """The home's devices and measurements, as the service reads them."""
+    from preflight.models.devices import DeviceRegistry
+
+    return DeviceRegistry.open(config)
+
+
+def _champion(config: Settings, task: str) -> Champion:
+    """A task's champion (or the newest version that loads), as loaded."""
+    from preflight.models import tracking
+    from preflight.models.devices import Champion
+
+    return Champion.loaded(*tracking.load_champion(config, task))
+
+
+def _champions(config: Settings) -> dict[str, Champion]:
+    """Every task's champion that loads, by task name."""
+    from preflight.data.errors import ModelStateError
+    from preflight.models.task import all_tasks
+
+    found = {}
+    for task in all_tasks():
+        try:
+            found[task.name] = _champion(config, task.name)
+        except ModelStateError:  # untrained, or no version loads: no model learned from the device
+            continue
+    return found
 
 
 def _task(name: str) -> Task:

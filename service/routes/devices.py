@@ -8,19 +8,17 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
-from preflight.models.datasets import device_spec
-from preflight.models.task import Task, get_task
-from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
-from preflight.service.routing import UnicodeRoute
-from preflight.service.schemas import MAX_NAME, DevicePublic, DeviceRegistration
-from preflight.service.state import (
+from preflight.models.devices import (
     MAX_IDEMPOTENCY_KEYS,
+    DevicePublic,
     Idempotency,
     IdempotencyKeyReused,
-    ImplausibleMeasurements,
-    measured_targets,
-    validate_measurement,
+    InvalidRegistration,
 )
+from preflight.models.task import get_task
+from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
+from preflight.service.routing import UnicodeRoute
+from preflight.service.schemas import MAX_NAME, DeviceRegistration
 
 router = APIRouter(tags=["devices"], route_class=UnicodeRoute)
 
@@ -78,7 +76,7 @@ IdempotencyKey = Annotated[
 
 @router.get("/v1/devices", response_model=list[DevicePublic])
 def list_devices(state: StateDep) -> list[DevicePublic]:
-    return [state.describe(spec) for spec in state.catalogue]
+    return [state.registry.describe(spec) for spec in state.catalogue]
 
 
 @router.get("/v1/devices/{name}", response_model=DevicePublic)
@@ -87,22 +85,7 @@ def get_device(
 ) -> DevicePublic:
     """Any name the catalogue resolves (``H100 PCIe``, ``Tesla V100-SXM2-16GB``, an lscpu model name); 404
     for an unknown name, with close matches, and for one several devices fit (``h100``), listing them."""
-    return state.describe(state.catalogue.lookup(name))
-
-
-def _measurement_rows(task: Task, device_id: str, measurements: list[dict]) -> list[dict]:
-    """Validate each measurement as the task's item plus positive targets; 422 names the field."""
-    rows, errors = [], []
-    for i, raw in enumerate(measurements):
-        fields = {k: v for k, v in raw.items() if k not in task.targets} | {"device": device_id}
-        measured = measured_targets(task, raw)
-        item, problems = validate_measurement(task, fields, measured)
-        errors += [{**e, "loc": ("body", "measurements", i, *e["loc"])} for e in problems]
-        if item is not None:
-            rows.append(task.items_to_rows([item]).iloc[0].to_dict() | measured | {"device_id": device_id})
-    if errors:
-        raise RequestValidationError(errors)
-    return rows
+    return state.registry.describe(state.catalogue.lookup(name))
 
 
 @router.post(
@@ -122,35 +105,12 @@ def register_device(
     its roofline, never drawing more than 1.2x its TDP) and the model (a 422 names the row and why). A
     name that looks like another device's (any case, width or script) is a 409. With an
     ``Idempotency-Key``, a retry changes nothing twice. Needs an API key."""
-    if body.spec is None and body.device is None:
-        raise RequestValidationError(
-            [{"type": "missing", "loc": ("body", "spec"), "msg": "give a spec or a device", "input": None}]
-        )
-    task = get_task(body.task) if body.measurements else None
-    if task is not None and task.device_column is None:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("body", "task"),
-                    "input": body.task,
-                    "msg": f"task {task.name!r} does not depend on a device; measurements adapt "
-                    "a device's model (e.g. gemm, nas-latency)",
-                }
-            ]
-        )
-    spec, new = (body.spec, True) if body.spec else device_spec(task, body.device or "", state.catalogue)
-    rows = _measurement_rows(task, spec.id, body.measurements) if task is not None else []
     once = None if idempotency_key is None else Idempotency(idempotency_key, _digest(body))
     try:  # registered after the measurements were validated: a refused request registers nothing
-        return state.register_device(spec, new, task, rows, once)
-    except ImplausibleMeasurements as exc:
-        raise RequestValidationError(
-            [
-                {"type": "value_error", "loc": ("body", "measurements", i, target), "msg": why}
-                for i, target, why in exc.problems
-            ]
-        ) from None
+        registration = state.registry.registration(body.spec, body.device, body.task, body.measurements)
+        return state.register_device(registration, once)
+    except InvalidRegistration as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors]) from None
     except IdempotencyKeyReused as exc:
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("header", "idempotency-key"), "msg": str(exc), "input": exc.key}]
@@ -175,7 +135,7 @@ def delete_device(
     """Remove a device you registered, with its measurements (the models forget them). A catalogue
     device, or one a served model was trained on, cannot be removed (409 says why); its measurements
     can (``DELETE /v1/devices/{name}/measurements``). Needs an API key."""
-    return state.describe(state.remove_device(name), {})
+    return state.registry.describe(state.remove_device(name), {})
 
 
 @router.delete(
@@ -194,4 +154,4 @@ def delete_measurements(
     """Forget the measurements given for a device (a catalogue device too), of one task or of all: its
     answers are those of the model as trained again. The device as it remains, with the measurements
     still held. Needs an API key."""
-    return state.remove_measurements(name, None if task is None else get_task(task))
+    return state.registry.remove_measurements(name, None if task is None else get_task(task))

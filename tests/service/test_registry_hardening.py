@@ -269,9 +269,9 @@ def test_a_repeat_of_a_registration_whose_device_was_deleted_is_a_409_not_a_stal
 
 
 def test_idempotency_keys_are_bounded_oldest_first(home, monkeypatch):
-    from preflight.service import state
+    from preflight.models import devices
 
-    monkeypatch.setattr(state, "MAX_IDEMPOTENCY_KEYS", 2)
+    monkeypatch.setattr(devices, "MAX_IDEMPOTENCY_KEYS", 2)
     with api_client(home) as client:
         for key in ("k1", "k2", "k3"):
             spec = SPEC | {"id": f"lab-{key}", "name": f"Lab {key}"}
