@@ -2,7 +2,7 @@
 
 For a GEMM on device ``d`` in dtype ``τ`` (a *unit*)::
 
-    time = t0 + ‖(C / η_c, M / η_m)‖₈ / g(shape)^α
+    time = ‖(t0, ‖(C / η_c, M / η_m)‖₈ / g(shape)^α)‖_q
 
 ``C`` and ``M`` are the spec sheet's compute and memory times (work over the dtype's GEMM peak,
 traffic over the bandwidth; ``compute_ms``/``memory_ms`` of the featurizer's meta), ``η_c, η_m ∈
@@ -12,7 +12,9 @@ of the work (``SHAPE_MONOTONE``), and ``α > 0`` the unit's ramp: how steeply it
 that shape. The Hoppers' tensor cores fit α ≈ 0.25: their boards sit at the 700 W cap from about
 10 GFLOP on (the shipped power sweeps), so their large GEMMs gain far less over their medium ones than
 a vector unit's do. The 8-norm is a smooth ``max`` that is never below it, so no estimate beats the
-roofline, and a larger GEMM of the same aspect is never less efficient.
+roofline, and a larger GEMM of the same aspect is never less efficient. ``q ∈ [1, 8]`` is the unit's
+overlap of floor and work: 1 adds them, as a harness that times each call alone measures; a larger q
+hides the floor behind the work, as calls launched back to back run (``STREAM_OVERLAP``).
 
 Units measured in training get their parameters by a maximum a posteriori fit to their rows. Any
 other unit takes them from a prior on spec-sheet facts (``Prior``): the compute efficiency falls
@@ -21,7 +23,8 @@ energy per FLOP: a power roofline), fitted on the measured fp32 GPU units of lib
 unit (tensor cores: no public source measured one; the shipped sweeps measured the H100's and H200's)
 starts from ``MATRIX_EFFICIENCY`` of its dense peak, the range public cuBLAS figures give for large
 GEMMs, under the same power roofline. Its ramp is the median of the measured units of its class
-(the vector units of its kind, or the matrix units; 1 where none was measured). A unit that was not
+(the vector units of its kind, or the matrix units; 1 where none was measured), its overlap
+``STREAM_OVERLAP`` on a GPU and 1 elsewhere. A unit that was not
 measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
 ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured).
 
@@ -114,15 +117,27 @@ SHAPE_TOP = 0.99
 MIN_ETA = 1e-4
 #: Bounds of a unit's ramp ``α`` (log scale): how steeply its efficiency follows the shape term.
 MIN_LOG_RAMP, MAX_LOG_RAMP = np.log(0.25), np.log(2.0)
+#: Bounds of a unit's overlap ``q`` (log scale): the norm that joins its floor and its work, from 1 (they
+#: add: a lone call timed from launch to finish) towards a max (back-to-back calls, each launch hidden
+#: behind the previous call's work).
+MIN_LOG_OVERLAP, MAX_LOG_OVERLAP = 0.0, np.log(8.0)
+#: A GPU unit's overlap before any of its measurements: a GEMM in a stream of launches, as ``collect gemm``
+#: times it (CUDA events around back-to-back calls: a short call pays the host's launch, a long one runs
+#: while the next is launched). Harnesses that time each call alone (DeepBench's, NeuSight's) fit q ≈ 1 on
+#: the devices they measured; the Hoppers' sweeps, zero-shot from those devices, go from 32.7% median error
+#: with q = 1 to 17.9% with 4 (19.8% with 2; 17.7% with 8). A CPU's calls are timed alone: q = 1.
+STREAM_OVERLAP = 4.0
+#: How many of a unit's parameters the law reads (log η_c, log η_m, log t0, log α, log q).
+LAW_PARAMETERS = 5
 
 
 @dataclass
 class Unit:
     """One device-dtype's parameters on the log scale, their spread (0: fitted on many rows), the
-    shape trees' raw output that is g = 1 for it (``moved``) and its ramp ``α``: log g = α · min(0,
-    raw - moved). A unit's ramp is how steeply its efficiency follows the shared shape term: a tensor
-    core's large GEMMs gain less over its medium ones than a vector unit's do (its board's power cap
-    binds first)."""
+    shape trees' raw output that is g = 1 for it (``moved``), its ramp ``α``: log g = α · min(0,
+    raw - moved), and its overlap ``q`` of floor and work. A unit's ramp is how steeply its efficiency
+    follows the shared shape term: a tensor core's large GEMMs gain less over its medium ones than a
+    vector unit's do (its board's power cap binds first)."""
 
     log_eta_c: float
     log_eta_m: float
@@ -130,19 +145,24 @@ class Unit:
     sigma: float = 0.0
     moved: float = 0.0
     log_ramp: float = 0.0
+    log_overlap: float = 0.0
 
     @property
     def ramp(self) -> float:
         return float(np.exp(self.log_ramp))
 
+    def law(self) -> list[float]:
+        """The parameters the law reads (``LAW_PARAMETERS``)."""
+        return [self.log_eta_c, self.log_eta_m, self.log_t0, self.log_ramp, self.log_overlap]
+
     def row(self) -> list[float]:
-        """The unit as a row of ``PhysicsFamily.parameters``."""
-        return [self.log_eta_c, self.log_eta_m, self.log_t0, self.log_ramp, self.sigma, self.moved]
+        """The unit as a row of ``PhysicsFamily.parameters``: the law's parameters, spread, moved."""
+        return [*self.law(), self.sigma, self.moved]
 
     @classmethod
     def from_row(cls, row: np.ndarray) -> Unit:
-        c, m, t0, log_ramp, sigma, moved = map(float, row)
-        return cls(c, m, t0, sigma=sigma, moved=moved, log_ramp=log_ramp)
+        c, m, t0, log_ramp, log_overlap, sigma, moved = map(float, row)
+        return cls(c, m, t0, sigma=sigma, moved=moved, log_ramp=log_ramp, log_overlap=log_overlap)
 
 
 def units(meta: pd.DataFrame) -> np.ndarray:
@@ -180,12 +200,22 @@ def _floor_ms(kind: str) -> float:
 
 
 def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
-    """log time from the terms, per-row parameters ``unit[rows, 4]`` (log η_c, log η_m, log t0, log α)
-    and the shape tree's log g, in log space throughout (no overflow for any GEMM a request can name)."""
+    """log time from the terms, per-row parameters ``unit[rows, LAW_PARAMETERS]`` (``Unit.law``) and the
+    shape tree's log g, in log space throughout (no overflow for any GEMM a request can name)."""
     with np.errstate(divide="ignore", invalid="ignore"):  # a term of 0 or ∞ (a hostile GEMM) stays one
         log_compute, log_memory = np.log(compute) - unit[:, 0], np.log(memory) - unit[:, 1]
         log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
-        return np.logaddexp(unit[:, 2], log_bound - np.exp(unit[:, 3]) * log_g)
+        q = np.exp(unit[:, 4])
+        return np.logaddexp(q * unit[:, 2], q * (log_bound - np.exp(unit[:, 3]) * log_g)) / q
+
+
+def log_work(log_y: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """log of the time past the floor, inverting ``law``'s join of floor and work (at least a tenth of
+    the time, where the floor alone would explain it)."""
+    q = np.exp(unit[:, 4])
+    with np.errstate(divide="ignore"):
+        past = log_y + np.log1p(-np.exp(np.minimum(q * (unit[:, 2] - log_y), -1e-12))) / q
+    return np.maximum(past, log_y + np.log(0.1))
 
 
 @dataclass
@@ -200,21 +230,31 @@ class Prior:
     log_t0: dict[str, float]
     #: kind (vector units) or ``matrix`` -> log α of the measured units (0 where none; before models had it)
     log_ramp: dict[str, float] = field(default_factory=dict)
+    #: log q of a GPU unit (``STREAM_OVERLAP``; 0, floor and work added, before models had it)
+    gpu_log_overlap: float = 0.0
 
     def cap(self, headroom: np.ndarray) -> np.ndarray:
         return _power_cap(self.slope, self.saturation, headroom)
 
     def parameters(self, kind: np.ndarray, matrix: np.ndarray, headroom: np.ndarray) -> np.ndarray:
-        """``[rows, 5]``: log η_c, log η_m, log t0, log α and the spread of log η_c."""
+        """``[rows, LAW_PARAMETERS + 1]``: the law's parameters and the spread of log η_c."""
         fallback = "gpu" if "gpu" in self.vector else next(iter(self.vector))
         known = np.array([k if k in self.vector else fallback for k in kind])
         base = np.where(matrix > 0, np.log(MATRIX_EFFICIENCY), _lookup(self.vector, known))
         sigma = np.where(matrix > 0, MATRIX_SIGMA, _lookup(self.sigma_c, known))
         log_eta_c = np.minimum(0.0, base + self.cap(headroom))
-        ramp_class = np.where(matrix > 0, "matrix", known)
-        log_ramp = np.array([self.log_ramp.get(c, 0.0) for c in ramp_class])
+        unit_class = np.where(matrix > 0, "matrix", known)
+        log_ramp = np.array([self.log_ramp.get(c, 0.0) for c in unit_class])
+        log_overlap = np.where(kind == "gpu", self.gpu_log_overlap, 0.0)
         return np.column_stack(
-            [log_eta_c, _lookup(self.log_eta_m, known), _lookup(self.log_t0, known), log_ramp, sigma]
+            [
+                log_eta_c,
+                _lookup(self.log_eta_m, known),
+                _lookup(self.log_t0, known),
+                log_ramp,
+                log_overlap,
+                sigma,
+            ]
         )
 
     @classmethod
@@ -226,10 +266,7 @@ class Prior:
         slope, saturation = _power_roofline(gpu.headroom.to_numpy(), gpu.log_eta_c.to_numpy())
         table = table.assign(uncapped=table.log_eta_c - _power_cap(slope, saturation, table.headroom))
         vector, sigma_c, log_eta_m, log_t0 = {}, {}, {}, {}
-        matrix = table.matrix > 0
-        log_ramp = {str(k): float(np.median(p)) for k, p in table[~matrix].groupby("kind").log_ramp}
-        if matrix.any():
-            log_ramp["matrix"] = float(np.median(table.log_ramp[matrix]))
+        log_ramp = _class_medians(table, "log_ramp")
         for kind, part in table.groupby("kind"):
             library = part[part.library] if part.library.any() else part
             vector[kind] = float(np.median(library.uncapped))
@@ -239,14 +276,23 @@ class Prior:
             sigma_c[kind] = max(spread * np.sqrt(1 + 1 / len(library)), 0.1)
             log_eta_m[kind] = float(np.median(part.log_eta_m))
             log_t0[kind] = float(np.median(part.log_t0))
-        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0, log_ramp)
+        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0, log_ramp, np.log(STREAM_OVERLAP))
+
+
+def _class_medians(table: pd.DataFrame, column: str) -> dict[str, float]:
+    """A column's median over the measured units of each class: the vector units of each kind, and the
+    matrix units."""
+    matrix = table.matrix > 0
+    medians = {str(k): float(np.median(p)) for k, p in table[~matrix].groupby("kind")[column]}
+    if matrix.any():
+        medians["matrix"] = float(np.median(table[column][matrix]))
+    return medians
 
 
 def raw(unit: Unit) -> np.ndarray:
-    """A unit's parameters (log η_c, log η_m, log t0, log α) against the shape trees' raw output
-    (undoing ``bounded``)."""
+    """A unit's law parameters against the shape trees' raw output (undoing ``bounded``)."""
     shift = unit.ramp * unit.moved
-    return np.array([unit.log_eta_c - shift, unit.log_eta_m - shift, unit.log_t0, unit.log_ramp])
+    return np.array(unit.law()) - [shift, shift, 0.0, 0.0, 0.0]
 
 
 def bounded(unit: Unit, shift: float) -> Unit:
@@ -402,11 +448,12 @@ class PhysicsFamily:
     ) -> dict[str, TreeFamily]:
         """The shape term, one tree per group (``shape_group``, ``_shape_trees``): log g = log(bound at the
         unit's efficiencies / time past the floor) / the unit's ramp."""
-        unit = np.array([params[k].row()[:4] for k in keys])
+        unit = np.array([params[k].law() for k in keys])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
-        no_floor = np.column_stack([unit[:, :2], np.full(len(y), -np.inf), unit[:, 3]])
-        bound = np.exp(law(compute, memory, no_floor, np.zeros(len(y))))
-        log_g = np.log(bound / np.maximum(y - np.exp(unit[:, 2]), 0.1 * y)) / np.exp(unit[:, 3])
+        no_floor = unit.copy()
+        no_floor[:, 2] = -np.inf
+        log_bound = law(compute, memory, no_floor, np.zeros(len(y)))
+        log_g = (log_bound - log_work(np.log(y), unit)) / np.exp(unit[:, 3])
         trees = {}
         for group, (rows, excluded) in _shape_trees(shape_group(features.meta)).items():
             gpu = group != "other"
@@ -438,11 +485,11 @@ class PhysicsFamily:
         prior_sigma: float,
         weight: np.ndarray | None = None,
         noise: float = 0.2,
-        ramp: bool = True,
+        shape: bool = True,
     ) -> Unit:
         """The unit's parameters that best explain its rows under the law (``log_g`` before its ramp),
         shrunk to ``prior`` with a log-scale spread ``prior_sigma`` (the residual spread of the shape term
-        as the noise); the ramp stays the prior's unless ``ramp``."""
+        as the noise); the ramp and the overlap stay the prior's unless ``shape``."""
         kind = str(features.meta["device_kind"].iloc[np.flatnonzero(rows)[0]])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -451,20 +498,32 @@ class PhysicsFamily:
             return replace(prior, sigma=0.0)
         compute, memory, log_y, g = compute[rows], memory[rows], np.log(y[rows]), log_g[rows]
         w = np.sqrt(np.ones(len(log_y)) if weight is None else np.asarray(weight, float)[rows])
-        free = 4 if ramp else 3
-        start = np.array(prior.row()[:4])
-        lower = np.array([np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind)), MIN_LOG_RAMP])[:free]
-        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS), MAX_LOG_RAMP])[:free]
+        free = LAW_PARAMETERS if shape else 3
+        start = np.array(prior.law())
+        lower = np.array(
+            [np.log(MIN_ETA), np.log(MIN_ETA), np.log(_floor_ms(kind)), MIN_LOG_RAMP, MIN_LOG_OVERLAP]
+        )[:free]
+        upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS), MAX_LOG_RAMP, MAX_LOG_OVERLAP])[:free]
 
         def residual(theta: np.ndarray) -> np.ndarray:
-            fitted = law(compute, memory, np.broadcast_to(np.r_[theta, start[free:]], (len(log_y), 4)), g)
+            fitted = law(
+                compute, memory, np.broadcast_to(np.r_[theta, start[free:]], (len(log_y), LAW_PARAMETERS)), g
+            )
             return np.r_[w * (log_y - fitted) / noise, (theta - start[:free]) / prior_sigma]
 
         solution = least_squares(
             residual, np.clip(start[:free], lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
         )
-        log_eta_c, log_eta_m, log_t0, log_ramp = map(float, np.r_[solution.x, start[free:]])
-        return Unit(log_eta_c, log_eta_m, log_t0, sigma=0.0, moved=prior.moved, log_ramp=log_ramp)
+        log_eta_c, log_eta_m, log_t0, log_ramp, log_overlap = map(float, np.r_[solution.x, start[free:]])
+        return Unit(
+            log_eta_c,
+            log_eta_m,
+            log_t0,
+            sigma=0.0,
+            moved=prior.moved,
+            log_ramp=log_ramp,
+            log_overlap=log_overlap,
+        )
 
     def _unit_table(self, features: Features, keys: np.ndarray) -> pd.DataFrame:
         """Per fitted unit: its kind, dtype, class, headroom, whether library calls measured it, and its
@@ -482,7 +541,7 @@ class PhysicsFamily:
         )
         params = pd.DataFrame(
             {k: raw(u) for k, u in self.units_.items()},
-            index=["log_eta_c", "log_eta_m", "log_t0", "log_ramp"],
+            index=["log_eta_c", "log_eta_m", "log_t0", "log_ramp", "log_overlap"],
         ).T
         return first.join(params)
 
@@ -517,8 +576,8 @@ class PhysicsFamily:
         return out
 
     def parameters(self, meta: pd.DataFrame) -> np.ndarray:
-        """Each row's unit parameters ``[rows, 6]`` (``Unit.row``: log η_c, log η_m, log t0, log α, spread
-        of log η_c, moved):
+        """Each row's unit parameters ``[rows, LAW_PARAMETERS + 2]`` (``Unit.row``: the law's, the spread of
+        log η_c, moved):
         adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
         units) moved by the measured deviation of the same device's, or else the same architecture's,
         units of its class (vector or matrix), then bounded."""
@@ -527,18 +586,19 @@ class PhysicsFamily:
         head = meta.iloc[first]
         prior, trees = self._prior(head), self._tree_names(head)
         known = self.units_ | self.adapted_
-        out = np.empty((len(distinct), 6))
+        out = np.empty((len(distinct), LAW_PARAMETERS + 2))
         for i, key in enumerate(distinct):
             if key in known:
                 out[i] = known[key].row()
             else:
-                log_eta_c, log_eta_m, log_t0, log_ramp = prior[i, :4] + self._deviation(head.iloc[i])
+                c, m, t0, log_ramp, log_overlap = prior[i, :LAW_PARAMETERS] + self._deviation(head.iloc[i])
                 guess = Unit(
-                    float(log_eta_c),
-                    float(log_eta_m),
-                    float(log_t0),
-                    sigma=float(prior[i, 4]),
+                    float(c),
+                    float(m),
+                    float(t0),
+                    sigma=float(prior[i, LAW_PARAMETERS]),
                     log_ramp=float(np.clip(log_ramp, MIN_LOG_RAMP, MAX_LOG_RAMP)),
+                    log_overlap=float(np.clip(log_overlap, MIN_LOG_OVERLAP, MAX_LOG_OVERLAP)),
                 )
                 out[i] = bounded(guess, self.shift_[trees[i]]).row()
         return out[index]
@@ -561,7 +621,7 @@ class PhysicsFamily:
                 "architecture": str(row["architecture"]),
                 "dtype": str(row["math_dtype"]),
                 "matrix": float(row[MATRIX]),
-                "deviation": (raw(fitted[key]) - prior[i, :4]).tolist(),
+                "deviation": (raw(fitted[key]) - prior[i, :LAW_PARAMETERS]).tolist(),
             }
             for i, (key, (_, row)) in enumerate(zip(keys[first], head.iterrows()))
             if key in fitted
@@ -569,7 +629,7 @@ class PhysicsFamily:
 
     def _deviation(self, row: pd.Series) -> np.ndarray:
         """What measured units of the same class (vector or matrix) say about the row's parameters: their
-        mean deviation from their prior (log η_c, log η_m, log t0, log α), from the nearest evidence there is:
+        mean deviation from their prior (the law's parameters), from the nearest evidence there is:
         the row's device (share ``SAME_DEVICE_SHARE``), else its architecture's units in training in the
         same dtype, else in any dtype (``SAME_ARCHITECTURE_SHARE``; an H100's fp64 from the H200's fp64,
         not from the mean of its fp16, tf32 and fp64). A user's measurements move their own device only."""
@@ -582,23 +642,23 @@ class PhysicsFamily:
         )
         for share, measured, match in sources:
             same = [
-                np.pad(m["deviation"], (0, 4 - len(m["deviation"])))  # saved before units had a ramp
+                np.pad(m["deviation"], (0, LAW_PARAMETERS - len(m["deviation"])))  # saved before a ramp
                 for m in measured.values()
                 if m["matrix"] == same_class and all(m.get(k) == v for k, v in match.items())
             ]
             if same:
                 return share * np.mean(same, axis=0)
-        return np.zeros(4)
+        return np.zeros(LAW_PARAMETERS)
 
     def _log_g(self, features: Features, params: np.ndarray) -> np.ndarray:
         """Each row's shape term before its unit's ramp, log g ≤ 0, given its unit's parameters
         (``parameters``)."""
-        return np.minimum(0.0, self._raw_log_g(features) - params[:, 5])
+        return np.minimum(0.0, self._raw_log_g(features) - params[:, LAW_PARAMETERS + 1])
 
     def _log_time(self, features: Features) -> np.ndarray:
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         params = self.parameters(features.meta)
-        return law(compute, memory, params[:, :4], self._log_g(features, params))
+        return law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(features, params))
 
     def predict(self, features: Features) -> pd.DataFrame:
         return pd.DataFrame({self.target_name_: np.exp(self._log_time(features))}, index=features.X.index)
@@ -636,7 +696,7 @@ class PhysicsFamily:
             prior=prior,
             prior_sigma=max(prior.sigma, TRAINED_SIGMA),
             noise=max(self.residual_sigma_, SHOT_NOISE),
-            ramp=False,
+            shape=False,
         )
         posterior = fit(rows)
         at = np.flatnonzero(rows)
@@ -645,7 +705,7 @@ class PhysicsFamily:
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
 
         def error(unit: Unit, i: int) -> float:
-            theta = np.array([unit.row()[:4]])
+            theta = np.array([unit.law()])
             return abs(np.log(y[i]) - law(compute[[i]], memory[[i]], theta, log_g[[i]])[0])
 
         left_out = [error(fit(rows & (np.arange(len(rows)) != i)), int(i)) for i in at]

@@ -88,8 +88,9 @@ def test_a_tiny_gemm_pays_the_launch_floor(predictor, catalogue):
 
 
 def test_a_tensor_core_gemm_is_tens_of_percent_off_its_peak(predictor, catalogue):
-    """The matrix-unit prior (no shipped row measures one): an H100 SXM's 4096³ fp16 within 0.2-0.3 ms,
-    its 0.9 interval no faster than the chip, and an SXM faster than a PCIe card."""
+    """The matrix-unit prior (no public row measures one): an H100 SXM's 4096³ fp16 within 0.19-0.3 ms
+    (the shipped H100 sweep's fp16 GEMMs of the same 137 GFLOP took 0.19-0.21 ms), its 0.9 interval no
+    faster than the chip, and an SXM faster than a PCIe card."""
     items = pd.DataFrame(
         [
             {
@@ -106,7 +107,7 @@ def test_a_tensor_core_gemm_is_tens_of_percent_off_its_peak(predictor, catalogue
     )
     features, estimates = _estimates(predictor, catalogue, items)
     sxm, pcie = estimates.value["runtime_ms"].to_numpy()
-    assert 0.2 <= sxm <= 0.3 and pcie > 1.2 * sxm
+    assert 0.19 <= sxm <= 0.3 and pcie > 1.2 * sxm
     assert estimates.low["runtime_ms"].iloc[0] >= features.reference["runtime_ms"].iloc[0]
 
 
@@ -169,7 +170,8 @@ def test_a_hopper_from_its_measured_sibling_keeps_its_large_gemms_in_the_envelop
     """The shipped H100 sweep estimated with only the H200's (same silicon, more bandwidth) in training:
     the tensor cores' ramp is fitted gentler than the vector units' shape (their board's power cap binds
     before size stops paying), so nine in ten of its GEMMs of ≥ 1 ms are estimated no more than 20% too
-    fast (0.77 at the tenth percentile without the ramp) and the median error stays under 13% (14.3%)."""
+    fast (0.77 at the tenth percentile without the ramp) and the median error stays under 11% (14.3%
+    before the ramp, 11.7% before the overlap)."""
     family, h100 = hoppers
     matrix = [
         u.ramp for key, u in family.units_.items() if key.startswith("nvidia-h200") and "/fp32" not in key
@@ -178,25 +180,39 @@ def test_a_hopper_from_its_measured_sibling_keeps_its_large_gemms_in_the_envelop
     features = GEMM.featurize(h100, catalogue)
     ratio = family.predict(features)["runtime_ms"].to_numpy() / h100["runtime_ms"].to_numpy()
     large = features.reference["runtime_ms"].to_numpy() >= 1.0
-    assert np.median(np.abs(ratio - 1)) < 0.13 and np.quantile(ratio[large], 0.1) > 0.8
+    assert np.median(np.abs(ratio - 1)) < 0.11 and np.quantile(ratio[large], 0.1) > 0.8
+
+
+def test_hoppers_nobody_measured_are_estimated_within_a_quarter(shipped, catalogue):
+    """The shipped H100 and H200 sweeps (tensor cores, timed in a stream of launches) from the public
+    GPUs alone (vector units, each call timed alone): the mean of the per-dtype median errors is within
+    25% (32.7% while an unmeasured GPU added its launch floor to its work, 17.9% since it overlaps)."""
+    public, features = shipped
+    family = PhysicsFamily(targets=GEMM.targets).fit(features, GEMM.target_frame(public)[["runtime_ms"]])
+    local = GEMM.rows(sources.load("local-gemm", sources.default_path("local-gemm", None)).rows)
+    hoppers = local[local.device.isin(["nvidia-h200-sxm-141gb", "nvidia-h100-sxm5-80gb"])]
+    estimate = family.predict(GEMM.featurize(hoppers, catalogue))["runtime_ms"].to_numpy()
+    error = hoppers.assign(ape=np.abs(estimate / hoppers["runtime_ms"].to_numpy() - 1))
+    assert error.groupby(["device", "dtype"]).ape.median().mean() <= 0.25
 
 
 def test_a_model_saved_before_units_had_a_ramp_loads_with_a_ramp_of_one(hoppers, catalogue, tmp_path):
-    """A registered model from before the ramp (no ``log_ramp`` anywhere, three-part deviations) loads
-    and answers as the law did then: every unit, measured or not, follows the shape term at α = 1."""
+    """A registered model from before the ramp and the overlap (no ``log_ramp`` or ``log_overlap``
+    anywhere, three-part deviations) loads and answers as the law did then: every unit, measured or not,
+    follows the shape term at α = 1 and adds its floor to its work (q = 1)."""
     family, h100 = hoppers
     family.save(tmp_path)
     state = json.loads((tmp_path / "physics.json").read_text())
     for unit in state["units"].values():
-        del unit["log_ramp"]
-    del state["prior"]["log_ramp"]
+        del unit["log_ramp"], unit["log_overlap"]
+    del state["prior"]["log_ramp"], state["prior"]["gpu_log_overlap"]
     for measured in state["measured"].values():
         measured["deviation"] = measured["deviation"][:3]
     (tmp_path / "physics.json").write_text(json.dumps(state))
     old = PhysicsFamily.load(tmp_path)
     expected = copy.copy(family)
-    expected.units_ = {k: replace(u, log_ramp=0.0) for k, u in family.units_.items()}
-    expected.prior_ = replace(family.prior_, log_ramp={})
+    expected.units_ = {k: replace(u, log_ramp=0.0, log_overlap=0.0) for k, u in family.units_.items()}
+    expected.prior_ = replace(family.prior_, log_ramp={}, gpu_log_overlap=0.0)
     expected.measured_ = {k: m | {"deviation": m["deviation"][:3]} for k, m in family.measured_.items()}
     items = _items(["nvidia-h100-sxm5-80gb", "nvidia-a100-sxm4-80gb"], [(s, s, s) for s in (64, 4096)])
     features = GEMM.featurize(GEMM.rows(items), catalogue)
