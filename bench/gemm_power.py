@@ -30,7 +30,7 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.data.sources import local_gemm
-from preflight.features.gemm import tabular
+from preflight.features.gemm import gemm_on_device
 from preflight.models import power
 from preflight.models.datasets import load_source
 from sklearn.model_selection import GroupKFold
@@ -45,7 +45,7 @@ FOLDS = 5
 
 def _frame(rows: pd.DataFrame, catalogue: Catalogue, power_w: pd.Series) -> pd.DataFrame:
     """Rows with power: utilisation from the roofline, TDP and device kind from the spec sheet."""
-    features = tabular(rows, catalogue)
+    features = gemm_on_device(rows, catalogue)
     frame = pd.DataFrame(
         {
             "shape": features.meta["shape"],

@@ -222,7 +222,7 @@ def text(rows: pd.DataFrame, column: str) -> pd.Series:
     return rows[column].astype(object).where(rows[column].notna(), "").astype(str)
 
 
-def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
+def architecture_in_context(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for canonical NAS rows (loaders' tables or API items as rows).
 
     ``meta["device_id"]`` is the device setting a latency belongs to: the catalogue id, plus the

@@ -150,7 +150,7 @@ def stratum(dataset: np.ndarray, fraction: np.ndarray, level: np.ndarray) -> np.
     return np.array([f"{d}|{s}|{r}" for d, s, r in zip(dataset, share, reached)], dtype=object)
 
 
-def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
+def partial_curve(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features of partial curves (API items or the prefixes of ``nas-curve``'s training table)."""
     del catalogue  # curves are trained, not run, on a device: no spec sheet enters
     epochs = rows["epochs"] if "epochs" in rows else pd.Series([None] * len(rows), index=rows.index)

@@ -185,7 +185,7 @@ def _strata(
     return np.char.add(np.char.add(np.char.add(kinds.astype(str), source), size), units)
 
 
-def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
+def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for canonical GEMM rows (loaders' tables or API items as rows).
 
     Device facts enter only relative to the work (intensity over the ridge point, waves of output

@@ -1,7 +1,7 @@
 """Features of co-location interference (``data/interference.py``): what a scheduler knows before
 placing a workload, and what a host's metric trace shows while it runs.
 
-``preflight`` is the pre-flight view: the workload's load (requests/s, replicas), its solo profile,
+``before_placement`` is the pre-flight view: the workload's load (requests/s, replicas), its solo profile,
 and its neighbours as counts per kind (plus their total and how many kinds), so a mix never seen is
 a new point in a space the model has seen (``cpu=2,l3=1`` after ``cpu=2`` and ``l3=1``); slowdown
 never lessens with more neighbours of a kind (monotone). ``trace`` is the black-box view: the
@@ -60,7 +60,7 @@ def _meta(rows: pd.DataFrame) -> pd.DataFrame:
     return meta
 
 
-def preflight(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
+def before_placement(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """What is known before placement: load, solo profile, and the neighbours as counts per kind."""
     del catalogue  # hosts are named, not looked up: their character shows in the solo profile
     rows = canonical(rows)

@@ -96,7 +96,7 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
     gemm = (table["kind"] == "gemm").to_numpy()
     if gemm.any():
         rows = table.loc[gemm, ["b", "m", "n", "k", "dtype", "device"]].assign(trans_a=False, trans_b=False)
-        features = gemm_features.tabular(rows.reset_index(drop=True), catalogue)
+        features = gemm_features.gemm_on_device(rows.reset_index(drop=True), catalogue)
         X.loc[gemm, list(GEMM_COLUMNS)] = features.X[list(GEMM_COLUMNS)].to_numpy()
         roofline[gemm] = features.reference["runtime_ms"].to_numpy()
     X["roofline_us_log2"] = np.log2(np.minimum(roofline * 1e3, gemm_features.SATURATION_US))
@@ -126,7 +126,7 @@ def _parts(table: pd.DataFrame, X: pd.DataFrame, roofline: np.ndarray) -> Parts:
     return Parts(parts.reset_index(drop=True), first["owner"].to_numpy(dtype=int))
 
 
-def tabular(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
+def model_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for model rows (traces from the loader, or API items as rows)."""
     table = _kernel_table(rows)
     X_kernels, roofline = _kernel_features(table, catalogue)

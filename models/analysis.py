@@ -197,7 +197,7 @@ class Evaluation:
         table = self.table(target)
         figures = {"predicted_vs_actual": plots.predicted_vs_actual(table["measured"], table["predicted"],
                                                                     target, spec)}  # fmt: skip
-        if spec.binary:
+        if spec.kind.event:
             return figures
         error = f"median {self.error_name(target)}"
         for name in self.telling_groupings(target):

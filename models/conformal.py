@@ -124,7 +124,7 @@ class Conformal:
         """Estimates as they should be read: recalibrated probabilities for a binary target, unchanged
         for any other."""
         y_pred = np.asarray(y_pred, float)
-        if not self.target.binary:
+        if not self.target.kind.event:
             return y_pred
         slope, intercept = self._platt_fit()
         return 1 / (1 + np.exp(-(slope * _logit(y_pred) + intercept)))
@@ -150,7 +150,7 @@ class Conformal:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Bounds at a coverage; ``scale`` multiplies the score quantile (for scores normalised by a
         spread). A binary target's bounds are the Wilson interval of its (calibrated) probability."""
-        if self.target.binary:
+        if self.target.kind.event:
             return _wilson(np.asarray(y_pred, float), self.neighbours, coverage)
         return self.target.interval(y_pred, self.quantile(coverage) * scale)
 

@@ -202,14 +202,14 @@ def target_metrics(task: Task, outcome: Outcome, estimates: Estimates, by_group:
 
 
 def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.ndarray, spec: Target) -> dict:
-    if spec.binary:
+    if spec.kind.event:
         return metrics.classification(outcome.y[target][rows], estimates.value[target][rows])
     return metrics.regression(
         outcome.y[target][rows],
         estimates.value[target][rows],
         estimates.low[target][rows],
         estimates.high[target][rows],
-        relative=spec.relative,
+        relative=spec.kind.relative,
     )
 
 

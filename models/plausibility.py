@@ -45,7 +45,7 @@ def implausible(predictor: Predictor, features: Features, Y: pd.DataFrame) -> Pr
             problems += _faster_than_limit(name, target, measured, reference)
         if reference is not None and target.unit == "W":
             problems += _above_tdp(name, measured, reference)
-        if not target.relative or name not in estimates:
+        if not target.kind.relative or name not in estimates:
             continue
         if reference is not None and name in train_features.reference and name in train_Y:
             seen = _ratios(train_Y[name], train_features.reference[name])

@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 
 def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target) -> Figure:
     """Estimates against measurements (log axes for a positive quantity), with the line of equality."""
-    if spec.binary:
+    if spec.kind.event:
         return reliability(y, pred, target)
     fig = Figure(figsize=(5, 5), layout="constrained")
     ax = fig.subplots()
-    absolute = not spec.relative
+    absolute = not spec.kind.relative
     ok = y.notna() & pred.notna() if absolute else (y > 0) & (pred > 0)
     (ax.plot if absolute else ax.loglog)(y[ok], pred[ok], ".", alpha=0.3, markersize=3)
     lo, hi = float(min(y[ok].min(), pred[ok].min())), float(max(y[ok].max(), pred[ok].max()))

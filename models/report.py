@@ -131,7 +131,7 @@ def _comparison_figures(subject: Candidate, other: Candidate) -> dict[str, bytes
     return {
         f"{target}_side_by_side.png": _png(evaluation.beside_figure(other.evaluation, names, target))
         for target in evaluation.targets
-        if not evaluation.task.targets[target].binary
+        if not evaluation.task.targets[target].kind.event
         and target in other.evaluation.targets
         and len(evaluation.beside(other.evaluation, names, target)) >= 2
     }

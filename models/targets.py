@@ -1,16 +1,11 @@
 """What a task predicts: a ``Target`` per quantity, declared in the task's spec, and the ``Encoding``
 a family learns it in.
 
-A target's ``scale`` is the space its errors live in: residuals, conformal scores, few-shot offsets
-and intervals are all taken there, and an interval is ``g⁻¹(g(ŷ) ± q)``:
-
-- ``log``: positive quantities (times, power, energy); relative intervals ``ŷ·e^{±q}``;
-- ``log1p``: counts that may be 0 (a design's DSP blocks): ``zero_ok`` says 0 is a measurement;
-- ``identity``: scores that reach zero or below (an accuracy, darcy's negative score); absolute intervals;
-- ``logit``: fractions strictly inside (0, 1);
-- ``binary``: an event that happens (1) or not (0), such as a design fitting its FPGA; estimates are
-  probabilities, families learn it with a logistic loss, and its interval is the plausible range of
-  that probability (``conformal.py``).
+A target's ``scale`` names the space its errors live in (a :class:`Scale`, one per name in
+``SCALES``): residuals, conformal scores, few-shot offsets and intervals are all taken there, and an
+interval is ``g⁻¹(g(ŷ) ± q)``. Each scale says which values it takes, its ``g``, whether its errors
+are relative, and whether it is an event (a probability, learned and judged as a classifier's):
+adding a scale is one class here and one entry of ``SCALES``.
 
 ``lower`` and ``upper`` bound what the target can be (estimates and bounds are clipped to them).
 A family learns a target on its scale, optionally relative to the featurizer's ``reference`` for it
@@ -22,13 +17,123 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-Scale = Literal["log", "log1p", "identity", "logit", "binary"]
-SCALES: tuple[str, ...] = ("log", "log1p", "identity", "logit", "binary")
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-z))
+
+
+class Scale:
+    """The space a target's errors live in: the values it takes and ``g`` (here the identity)."""
+
+    name: ClassVar[str]
+    #: Errors are ratios: percentage errors and relative interval widths mean something.
+    relative: ClassVar[bool] = False
+    #: A measurement of 0 can be learned (where ``Target.zero_ok`` says 0 is one).
+    zeros: ClassVar[bool] = True
+    #: An event's probability rather than a quantity: families learn its logit with a logistic loss
+    #: (never relative to a reference), calibration recalibrates it and bounds it by a Wilson interval
+    #: (``conformal.py``), and it is judged by classification metrics and a reliability diagram.
+    event: ClassVar[bool] = False
+
+    def inside(self, values: np.ndarray, zero_ok: bool) -> np.ndarray:
+        """Which (finite) values lie in the scale's domain."""
+        return np.ones(values.shape, dtype=bool)
+
+    def to_scale(self, y: np.ndarray) -> np.ndarray:
+        """``g``: values onto the scale."""
+        return y
+
+    def from_scale(self, z: np.ndarray) -> np.ndarray:
+        """``g⁻¹``: values on the scale back to the target's units."""
+        return z
+
+    def from_raw(self, z: np.ndarray) -> np.ndarray:
+        """A model's unbounded output (a linear predictor, a network's output unit) as a value on the
+        scale."""
+        return z
+
+    def check(self, target: Target) -> None:
+        """Refuses a target whose declaration the scale cannot honour."""
+        if target.zero_ok and not self.zeros:
+            raise ValueError(f"a {self.name} scale cannot learn zeros: use log1p or identity")
+
+
+class Log(Scale):
+    """Positive quantities (times, power, energy): relative intervals ``ŷ·e^{±q}``."""
+
+    name, relative, zeros = "log", True, False
+
+    def inside(self, values: np.ndarray, zero_ok: bool) -> np.ndarray:
+        return values > 0
+
+    def to_scale(self, y: np.ndarray) -> np.ndarray:
+        return np.log(y)
+
+    def from_scale(self, z: np.ndarray) -> np.ndarray:
+        return np.exp(z)
+
+
+class Log1p(Scale):
+    """Counts that may be 0 (a design's DSP blocks): ``zero_ok`` says 0 is a measurement."""
+
+    name = "log1p"
+
+    def inside(self, values: np.ndarray, zero_ok: bool) -> np.ndarray:
+        return (values >= 0) if zero_ok else (values > 0)
+
+    def to_scale(self, y: np.ndarray) -> np.ndarray:
+        return np.log1p(y)
+
+    def from_scale(self, z: np.ndarray) -> np.ndarray:
+        return np.expm1(z)
+
+
+class Identity(Scale):
+    """Scores that reach zero or below (an accuracy, darcy's negative score): absolute intervals."""
+
+    name = "identity"
+
+
+class Logit(Scale):
+    """Fractions strictly inside (0, 1)."""
+
+    name, zeros = "logit", False
+
+    def inside(self, values: np.ndarray, zero_ok: bool) -> np.ndarray:
+        return (values > 0) & (values < 1)
+
+    def to_scale(self, y: np.ndarray) -> np.ndarray:
+        return np.log(y) - np.log1p(-y)
+
+    def from_scale(self, z: np.ndarray) -> np.ndarray:
+        return _sigmoid(z)
+
+
+class Event(Scale):
+    """An event that happens (1) or not (0), such as a design fitting its FPGA: labels 0/1 and
+    estimates of its probability in between, a model's output being the logit (see ``Scale.event``)."""
+
+    name, event = "binary", True
+
+    def inside(self, values: np.ndarray, zero_ok: bool) -> np.ndarray:
+        return (values >= 0) & (values <= 1)
+
+    def from_raw(self, z: np.ndarray) -> np.ndarray:
+        return _sigmoid(z)
+
+    def check(self, target: Target) -> None:
+        super().check(target)
+        if (target.lower, target.upper) != (0.0, 1.0):
+            raise ValueError(f"a {self.name} target is a probability: lower=0, upper=1")
+
+
+#: Every scale by the name a ``Target`` declares (and saves) it under.
+SCALES: dict[str, Scale] = {s.name: s for s in (Log(), Log1p(), Identity(), Logit(), Event())}
 
 
 @dataclass(frozen=True)
@@ -36,7 +141,7 @@ class Target:
     """One quantity a task predicts, with its unit and the scale its errors are measured on."""
 
     unit: str
-    scale: Scale = "log"
+    scale: str = "log"  # a name in SCALES
     lower: float | None = None
     upper: float | None = None
     zero_ok: bool = False
@@ -47,83 +152,46 @@ class Target:
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
-            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
-        if self.zero_ok and self.scale in ("log", "logit"):
-            raise ValueError(f"a {self.scale} scale cannot learn zeros: use log1p or identity")
-        if self.scale == "binary" and (self.lower, self.upper) != (0.0, 1.0):
-            raise ValueError("a binary target is a probability: lower=0, upper=1")
+            raise ValueError(f"scale must be one of {tuple(SCALES)}, got {self.scale!r}")
+        self.kind.check(self)
 
     @property
-    def binary(self) -> bool:
-        """Whether this is an event's probability (classification) rather than a quantity."""
-        return self.scale == "binary"
-
-    @property
-    def relative(self) -> bool:
-        """Whether errors are relative (APE and relative interval widths mean something)."""
-        return self.scale == "log"
+    def kind(self) -> Scale:
+        """The :class:`Scale` that ``scale`` names."""
+        return SCALES[self.scale]
 
     def error(self, measured: pd.Series, predicted: pd.Series) -> pd.Series:
         """Each estimate's error: the absolute percentage error for a relative quantity, the absolute
         error otherwise."""
         error = (predicted - measured).abs()
-        return error / measured * 100 if self.relative else error
+        return error / measured * 100 if self.kind.relative else error
 
     @property
     def error_label(self) -> str:
         """What :meth:`error` measures, with its unit (an axis label)."""
-        if self.relative:
+        if self.kind.relative:
             return "APE (%)"
         return f"absolute error ({self.unit})" if self.unit else "absolute error"
 
     def present(self, y: pd.Series | np.ndarray) -> np.ndarray:
         """Rows that carry a usable value: finite and inside the scale's domain."""
         values = pd.to_numeric(pd.Series(y), errors="coerce").to_numpy(dtype=float)
-        ok = np.isfinite(values)
-        values = np.nan_to_num(values)
-        if self.scale == "log":
-            return ok & (values > 0)
-        if self.scale == "log1p":
-            return ok & ((values >= 0) if self.zero_ok else (values > 0))
-        if self.scale == "logit":
-            return ok & (values > 0) & (values < 1)
-        if self.scale == "binary":  # labels 0/1, and probabilities between
-            return ok & (values >= 0) & (values <= 1)
-        return ok
-
-    def to_scale(self, y: np.ndarray) -> np.ndarray:
-        y = np.asarray(y, dtype=float)
-        if self.scale == "log":
-            return np.log(y)
-        if self.scale == "log1p":
-            return np.log1p(y)
-        if self.scale == "logit":
-            return np.log(y) - np.log1p(-y)
-        return y
-
-    def from_scale(self, z: np.ndarray) -> np.ndarray:
-        z = np.asarray(z, dtype=float)
-        if self.scale == "log":
-            return np.exp(z)
-        if self.scale == "log1p":
-            return np.expm1(z)
-        if self.scale == "logit":
-            return 1 / (1 + np.exp(-z))
-        return z
+        return np.isfinite(values) & self.kind.inside(np.nan_to_num(values), self.zero_ok)
 
     def residual(self, y: np.ndarray, predicted: np.ndarray) -> np.ndarray:
         """Measured against predicted on the target's scale."""
-        return self.to_scale(y) - self.to_scale(predicted)
+        to_scale = self.kind.to_scale
+        return to_scale(np.asarray(y, dtype=float)) - to_scale(np.asarray(predicted, dtype=float))
 
     def shift(self, predicted: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """A prediction moved by an offset on the target's scale (the inverse of ``residual``)."""
-        return self.from_scale(self.to_scale(predicted) + offset)
+        return self.kind.from_scale(self.kind.to_scale(np.asarray(predicted, dtype=float)) + offset)
 
     def interval(self, predicted: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
         """Bounds a score quantile ``q`` away from the estimates, on the target's scale."""
-        z = self.to_scale(predicted)
+        z = self.kind.to_scale(np.asarray(predicted, dtype=float))
         with np.errstate(over="ignore"):
-            return self.from_scale(z - q), self.from_scale(z + q)
+            return self.kind.from_scale(z - q), self.kind.from_scale(z + q)
 
     def clip(self, values: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
         """Estimates or bounds kept within what the target can be, and at or above ``floor`` (a
@@ -152,19 +220,21 @@ class Encoding:
 
     @classmethod
     def choose(cls, target: Target, reference: pd.Series, relative: bool) -> Encoding:
-        """Relative where the family asks for it and every training row has a usable reference."""
-        usable = len(reference) > 0 and bool(target.present(reference).all()) and not target.binary
+        """Relative where the family asks for it and every training row has a usable reference (never
+        for an event)."""
+        usable = len(reference) > 0 and bool(target.present(reference).all()) and not target.kind.event
         return cls(target, relative and usable)
 
     def encode(self, y: pd.Series, reference: pd.Series) -> np.ndarray:
-        z = self.target.to_scale(y.to_numpy(dtype=float))
-        return z - self.target.to_scale(reference.to_numpy(dtype=float)) if self.relative else z
+        to_scale = self.target.kind.to_scale
+        z = to_scale(y.to_numpy(dtype=float))
+        return z - to_scale(reference.to_numpy(dtype=float)) if self.relative else z
 
     def decode(self, z: np.ndarray, reference: pd.Series) -> np.ndarray:
         z = np.asarray(z, dtype=float)
         if self.relative:
-            z = z + self.target.to_scale(reference.to_numpy(dtype=float))
-        return self.target.from_scale(z)
+            z = z + self.target.kind.to_scale(reference.to_numpy(dtype=float))
+        return self.target.kind.from_scale(z)
 
     def state(self) -> dict:
         return {"target": self.target.state(), "relative": self.relative}
@@ -175,7 +245,7 @@ class Encoding:
 
 
 #: How families saved before targets were declared by tasks named their transforms.
-_LEGACY: dict[str, tuple[Scale, bool]] = {
+_LEGACY: dict[str, tuple[str, bool]] = {
     "log_ratio": ("log", True),
     "log": ("log", False),
     "identity": ("identity", False),

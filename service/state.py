@@ -89,19 +89,17 @@ class ServiceState:
     def _bootstrap(self, untrained: list[Task]) -> None:
         """Train each task in turn. All are marked training at once, so that until its own model loads
         each answers 503 with ``Retry-After`` rather than "run preflight train"."""
-        for i, task in enumerate(untrained, 1):
+        turns = [f"{i} of {len(untrained)}" for i in range(1, len(untrained) + 1)]
+        for task, turn in zip(untrained, turns):
+            self.tasks[task.name] = TaskStatus("training", f"queued to train its first version ({turn})")
+        for task, turn in zip(untrained, turns):
+            log.info("training %s (%s)", task.name, turn)
             self.tasks[task.name] = TaskStatus(
-                "training", f"queued to train its first version ({i} of {len(untrained)})"
-            )
-        for i, task in enumerate(untrained, 1):
-            which = f"{task.name} ({i} of {len(untrained)})"
-            log.info("training %s", which)
-            self.tasks[task.name] = TaskStatus(
-                "training", f"training its first version from the data at hand ({i} of {len(untrained)})"
+                "training", f"training its first version from the data at hand ({turn})"
             )
             began = time.monotonic()
             if self._starting(task, self._train):
-                log.info("trained %s in %.0f s", which, time.monotonic() - began)
+                log.info("trained %s (%s) in %.0f s", task.name, turn, time.monotonic() - began)
 
     def _starting(self, task: Task, step: Callable[[Task], object]) -> bool:
         """Run one start-up step of a task; whether it went through. A task must never take the others

@@ -1,5 +1,5 @@
 """What the neural families (``gnn``, ``transformer``) share: standardized context columns and targets
-encoded on their declared scale and standardized (a binary target stays 0/1 and its output is a
+encoded on their declared scale and standardized (an event's labels stay 0/1 and its output is a
 logit), each saved under the same keys of the family's state, and the loss they fit them with."""
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ class TargetScaler:
         return {t: e.target for t, e in self.encodings.items()}
 
     @property
-    def binary(self) -> np.ndarray:
-        """Which outputs are the logits of a binary target."""
-        return np.array([e.target.binary for e in self.encodings.values()], dtype=bool)
+    def is_logit(self) -> np.ndarray:
+        """Which outputs are an event's logit (learned with the logistic loss)."""
+        return np.array([e.target.kind.event for e in self.encodings.values()], dtype=bool)
 
     @classmethod
     def fit(
@@ -81,8 +81,8 @@ class TargetScaler:
         for name, rows, encoding, values in encoded(targets, Y, features.reference, relative=False):
             z = np.full(len(Y), np.nan)
             z[rows] = values
-            center, scale = (
-                (0.0, 1.0) if encoding.target.binary else (float(values.mean()), float(values.std()))
+            center, scale = (  # an event's labels stay 0/1, for the logistic loss
+                (0.0, 1.0) if encoding.target.kind.event else (float(values.mean()), float(values.std()))
             )
             scaler.encodings[name] = encoding
             scaler.center.append(center)
@@ -95,9 +95,8 @@ class TargetScaler:
     def decode(self, z: np.ndarray, features: Features) -> pd.DataFrame:
         """Standardized network outputs ``z[rows, targets]`` as estimates per target."""
         z = z.astype(float) * np.asarray(self.scale) + np.asarray(self.center)
-        z[:, self.binary] = 1 / (1 + np.exp(-z[:, self.binary]))
         out = {
-            t: encoding.decode(z[:, j], features.reference[t])
+            t: encoding.decode(encoding.target.kind.from_raw(z[:, j]), features.reference[t])
             for j, (t, encoding) in enumerate(self.encodings.items())
         }
         return pd.DataFrame(out, index=features.X.index)
@@ -115,17 +114,17 @@ class TargetScaler:
 
 
 def weighted_loss(
-    predicted: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, binary: torch.Tensor
+    predicted: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, is_logit: torch.Tensor
 ) -> torch.Tensor:
     """Weighted loss per target over the rows that carry it (``z`` is NaN where a row lacks one),
-    averaged over targets: squared error, or the logistic loss of a ``binary`` target's logit."""
+    averaged over targets: squared error, or the logistic loss where an output ``is_logit`` (an event's)."""
     import torch
     from torch.nn.functional import binary_cross_entropy_with_logits
 
     w = weight[:, None] * ~torch.isnan(z)
     z = torch.nan_to_num(z)
     squared = (predicted - z) ** 2
-    if bool(binary.any()):
+    if bool(is_logit.any()):
         logistic = binary_cross_entropy_with_logits(predicted, z.clamp(0, 1), reduction="none")
-        squared = torch.where(binary[None, :], logistic, squared)
+        squared = torch.where(is_logit[None, :], logistic, squared)
     return ((w * squared).sum(0) / w.sum(0).clamp_min(1e-12)).mean()

@@ -145,9 +145,9 @@ def _read_slots(mlp, h, first: np.ndarray, slots: Slots):
     return torch.cat([states.sum(dim=1), torch.nan_to_num(peak, neginf=0.0)], dim=1)
 
 
-def _loss(predicted, z, weight, context, rank_weight: float, binary):
+def _loss(predicted, z, weight, context, rank_weight: float, is_logit):
     """Weighted loss per target over the rows that carry it, plus ``rank_weight`` times a pairwise ranking
-    loss on the targets that are not binary.
+    loss on the targets that are not events (whose output ``is_logit``).
 
     The ranking loss is RankNet's logistic loss between the rows of one context (device setting and
     dataset) on the sign of their difference, softened by ``RANK_TEMPERATURE``: its optimum is the true
@@ -156,10 +156,10 @@ def _loss(predicted, z, weight, context, rank_weight: float, binary):
     import torch
     from torch.nn.functional import binary_cross_entropy_with_logits
 
-    loss = weighted_loss(predicted, z, weight, binary)
-    if rank_weight == 0 or bool(binary.all()):
+    loss = weighted_loss(predicted, z, weight, is_logit)
+    if rank_weight == 0 or bool(is_logit.all()):
         return loss
-    predicted, z = predicted[:, ~binary], z[:, ~binary]
+    predicted, z = predicted[:, ~is_logit], z[:, ~is_logit]
     present = ~torch.isnan(z)
     z = torch.nan_to_num(z)
     pairs = ((context[:, None] == context[None, :]) & ~torch.eye(len(z), dtype=torch.bool))[:, :, None]
@@ -234,14 +234,14 @@ class GnnFamily:
         steps = self.epochs * -(-len(rows) // self.batch_size)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
         rng = np.random.default_rng(self.seed)
-        binary = torch.from_numpy(self.scaled_targets_.binary)
+        is_logit = torch.from_numpy(self.scaled_targets_.is_logit)
         with torch_threads(1):
             for _ in range(self.epochs):
                 order = rng.permutation(rows)
                 for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
                     predicted = _forward(self.net_, graphs, batch, context)
                     loss = _loss(
-                        predicted, Z[batch], weights[batch], setting[batch], self.rank_weight, binary
+                        predicted, Z[batch], weights[batch], setting[batch], self.rank_weight, is_logit
                     )
                     optimizer.zero_grad()
                     loss.backward()

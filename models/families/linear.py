@@ -41,7 +41,7 @@ class LinearFamily:
         self.encodings_: dict[str, Encoding] = {}
         for name, rows, encoding, z in encoded(self.targets, Y, features.reference, relative=False):
             weight = None if sample_weight is None else np.asarray(sample_weight)[rows]
-            if encoding.target.binary:
+            if encoding.target.kind.event:
                 coef, intercept = _logistic(matrix[rows], z, weight, self.alpha)
             else:
                 model = Ridge(alpha=self.alpha).fit(matrix[rows], z, sample_weight=weight)
@@ -53,12 +53,15 @@ class LinearFamily:
     def predict(self, features: Features) -> pd.DataFrame:
         matrix = self._matrix(features.X)
         out = {
-            t: self.encodings_[t].decode(
-                _link(self.encodings_[t], matrix @ np.asarray(c) + self.intercept_[t]), features.reference[t]
-            )
+            t: self._decode(t, matrix @ np.asarray(c) + self.intercept_[t], features)
             for t, c in self.coef_.items()
         }
         return pd.DataFrame(out, index=features.X.index)
+
+    def _decode(self, target: str, predictor: np.ndarray, features: Features) -> np.ndarray:
+        """A linear predictor as estimates (an event's probability from its logit)."""
+        encoding = self.encodings_[target]
+        return encoding.decode(encoding.target.kind.from_raw(predictor), features.reference[target])
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -85,11 +88,6 @@ class LinearFamily:
         family.center_, family.scale_ = np.array(state["center"]), np.array(state["scale"])
         family.encodings_ = encodings
         return family
-
-
-def _link(encoding: Encoding, z: np.ndarray) -> np.ndarray:
-    """A linear predictor on its target's scale: the logistic of it for a binary target."""
-    return 1 / (1 + np.exp(-z)) if encoding.target.binary else z
 
 
 def _logistic(

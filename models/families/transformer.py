@@ -207,13 +207,13 @@ class TransformerFamily:
         steps = self.epochs * -(-len(rows) // self.batch_size)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
         rng = np.random.default_rng(self.seed)
-        binary = torch.from_numpy(self.scaled_targets_.binary)
+        is_logit = torch.from_numpy(self.scaled_targets_.is_logit)
         self.net_.train()
         for _ in range(self.epochs):
             order = rng.permutation(rows)
             for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
                 predicted = _forward(self.net_, x[batch], mask[batch], context[batch])
-                loss = weighted_loss(predicted, Z[batch], weight[batch], binary)
+                loss = weighted_loss(predicted, Z[batch], weight[batch], is_logit)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()

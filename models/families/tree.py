@@ -130,11 +130,11 @@ class TreeFamily:
             )
         }
 
-    def _lgb_params(self, n_rows: int, monotone: dict[str, int], binary: bool) -> dict:
+    def _lgb_params(self, n_rows: int, monotone: dict[str, int], event: bool) -> dict:
         constraints = [monotone.get(c, 0) for c in self.columns_]
         return {
             **({"monotone_constraints": constraints} if any(constraints) else {}),
-            "objective": "binary" if binary else self.objective,
+            "objective": "binary" if event else self.objective,
             "num_leaves": self.num_leaves,
             "learning_rate": self.learning_rate,
             "min_data_in_leaf": min(self.min_child_samples, max(1, n_rows // 10)),
@@ -156,7 +156,7 @@ class TreeFamily:
             data = lgb.Dataset(features.X[rows], z, weight=weight, free_raw_data=True)
             # physics' directions hold for the ratio to the reference, not for the bare target
             monotone = features.monotone.get(name, {}) if encoding.relative else {}
-            params = self._lgb_params(int(rows.sum()), monotone, encoding.target.binary)
+            params = self._lgb_params(int(rows.sum()), monotone, encoding.target.kind.event)
             self.boosters_[name] = lgb.train(params, data, self.n_estimators)
             self.encodings_[name] = encoding
         return self

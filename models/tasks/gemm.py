@@ -72,7 +72,7 @@ GEMM = register(
             "energy_j": Target("J"),
         },
         sources=("local-gemm", "gpperf", "deepbench", "uci-sgemm", "neusight"),
-        featurize=gemm_features.tabular,
+        featurize=gemm_features.gemm_on_device,
         # shape-kernel: a tuning sweep of one shape (UCI) is split by kernel family, library calls by shape
         groups={
             "shape": ("shape",),

@@ -53,7 +53,7 @@ INTERFERENCE = register(
         # cloudprophet (``--source cloudprophet``) is left out by default: its time-weighted counts make
         # nearly every run a mix of its own and its norm_perf is relative to the app's best, not to alone
         sources=("marla", "local-interference"),
-        featurize=interference_features.preflight,
+        featurize=interference_features.before_placement,
         groups=_SPLITS,
         group_key="mix",
         families=("tree", "linear"),

@@ -17,7 +17,7 @@ MODEL_LATENCY = register(
             )
         },
         sources=(neusight_traces.SOURCE, "neusight-elementwise"),
-        featurize=model_latency_features.tabular,
+        featurize=model_latency_features.model_on_device,
         groups={"device": ("device_id",), "model": ("model",), "model-device": ("model", "device_id")},
         group_key="device",
         families=("kernel-sum", "roofline"),

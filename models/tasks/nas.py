@@ -52,7 +52,7 @@ NAS_ACCURACY = register(
             )
         },
         sources=("hw-nas-bench-360", "nas-bench-graph", "ec-nas"),
-        featurize=arch_features.tabular,
+        featurize=arch_features.architecture_in_context,
         groups=_SPLITS,
         group_key="arch",
         families=("tree", "gnn", "linear"),
@@ -76,7 +76,7 @@ NAS_LATENCY = register(
         targets={"latency_ms": Target("ms"), "energy_mj": Target("mJ")},
         # NAS-Bench-Graph's latency comes from a machine its file does not name: not a device setting
         sources=("help-nb201", "help-fbnet", "hw-nas-bench-360"),
-        featurize=arch_features.tabular,
+        featurize=arch_features.architecture_in_context,
         groups=_SPLITS | {"device": ("device_id",), "hardware": ("hardware",)},
         group_key="arch",
         families=("tree", "gnn", "linear"),
@@ -154,7 +154,7 @@ NAS_CURVE = register(
             )
         },
         sources=("local-curves", "ec-nas", "lcdb"),
-        featurize=curve_features.tabular,
+        featurize=curve_features.partial_curve,
         groups={"arch": ("arch_group",), "run": ("run",), "dataset": ("dataset",)},
         group_key="arch",
         families=("tree", "extrapolation", "last-value"),

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from preflight.data.interference import TRACE_CHANNELS, mix_label, parse_mix
 from preflight.data.sources import marla
-from preflight.features.interference import preflight, trace
+from preflight.features.interference import before_placement, trace
 
 from tests.conftest import shared_file
 from tests.interference import STEPS, clock, write_marla
@@ -85,7 +85,7 @@ def test_a_session_without_baselines_takes_its_nodes_profile(tmp_path):
 
 def test_features_count_neighbours_and_summarise_windows(tmp_path, catalogue):
     rows = marla.load(write_marla(tmp_path)).rows
-    ahead = preflight(rows, catalogue)
+    ahead = before_placement(rows, catalogue)
     crowded = rows["mix"] == "cpu=1,l3=1"
     assert (ahead.X.loc[crowded, ["n_cpu", "n_l3", "n_total", "n_kinds"]] == [1, 1, 2, 2]).all().all()
     assert ahead.monotone["norm_perf"]["n_cpu"] == -1

@@ -32,7 +32,7 @@ def test_elementwise_kernels_become_one_operator_items(tmp_path, catalogue):
     assert len(ops[0]["input_shapes"]) == 2 and len(ops[3]["input_shapes"]) == 1  # mulu: a scalar operand
     assert "Kernel Name" not in loaded.rows  # observed by a profiler after the run: never an input
     task = get_task("model-latency")
-    features = features_of.tabular(task.rows(loaded.rows), catalogue)
+    features = features_of.model_on_device(task.rows(loaded.rows), catalogue)
     assert (features.meta["stratum"] == "operator.fp32").all()
     assert features.parts.frame[features_of.PART_OBSERVED].tolist() == loaded.rows["latency_ms"].tolist()
 

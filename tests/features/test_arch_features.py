@@ -42,7 +42,7 @@ def test_context_and_device_settings(catalogue):
             "framework": [None, "onnx", None],
         }
     )
-    features = featurize.tabular(rows, catalogue)
+    features = featurize.architecture_in_context(rows, catalogue)
     assert list(features.meta["device_id"]) == ["nvidia-titan-rtx", "nvidia-titan-rtx@b32/onnx", ""]
     assert list(features.meta["hardware"]) == ["nvidia-titan-rtx", "nvidia-titan-rtx", ""]
     assert features.X.loc[0, "ctx_dataset"] == featurize.DATASETS.index("cifar10")

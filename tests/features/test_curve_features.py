@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from preflight.features.curve import extrapolate, stratum, tabular
+from preflight.features.curve import extrapolate, partial_curve, stratum
 
 EPOCHS = np.arange(1.0, 11.0)
 
@@ -22,7 +22,7 @@ def test_each_model_extrapolates_a_curve_of_its_own_form(model, curve, budget):
 
 
 def test_a_curve_too_short_to_fit_falls_back_to_its_last_value():
-    row = tabular(
+    row = partial_curve(
         pd.DataFrame(
             {
                 "curve": [[0.2, 0.5]],
@@ -49,7 +49,7 @@ def test_irregular_epochs_are_read_as_given():
             "arch": ["|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"],
         }
     )
-    features = tabular(rows, None)
+    features = partial_curve(rows, None)
     row = features.X.iloc[0]
     assert (
         row["curve_last_epoch"] == 8

@@ -26,10 +26,10 @@ def rows(**overrides) -> pd.DataFrame:
 
 def test_roofline_is_the_slower_of_compute_and_traffic(catalogue):
     p100 = catalogue.resolve("NV_P100")
-    features = gemm.tabular(rows(), catalogue)
+    features = gemm.gemm_on_device(rows(), catalogue)
     compute_ms = 2 * 4096**3 / (p100.peak_tflops["fp32"] * 1e12) * 1e3
     assert features.reference["runtime_ms"][0] == pytest.approx(compute_ms)
-    skinny = gemm.tabular(rows(m=1, n=4096, k=4096), catalogue)  # a GEMV: memory bound
+    skinny = gemm.gemm_on_device(rows(m=1, n=4096, k=4096), catalogue)  # a GEMV: memory bound
     traffic = 4 * (4096 + 4096 * 4096) + 4 * 4096
     assert skinny.reference["runtime_ms"][0] == pytest.approx(
         traffic / (p100.memory_bandwidth_gbs * 1e9) * 1e3
@@ -38,8 +38,8 @@ def test_roofline_is_the_slower_of_compute_and_traffic(catalogue):
 
 
 def test_math_dtype_sets_the_peak(catalogue):
-    pseudo_fp16 = gemm.tabular(rows(dtype="fp16", math_dtype="fp32"), catalogue)
-    true_fp16 = gemm.tabular(rows(dtype="fp16", math_dtype="fp16"), catalogue)
+    pseudo_fp16 = gemm.gemm_on_device(rows(dtype="fp16", math_dtype="fp32"), catalogue)
+    true_fp16 = gemm.gemm_on_device(rows(dtype="fp16", math_dtype="fp16"), catalogue)
     assert pseudo_fp16.reference["runtime_ms"][0] > true_fp16.reference["runtime_ms"][0]
     assert pseudo_fp16.X["intensity_over_ridge_log2"][0] > true_fp16.X["intensity_over_ridge_log2"][0]
 
@@ -47,7 +47,7 @@ def test_math_dtype_sets_the_peak(catalogue):
 def test_features_are_relative_to_the_device(catalogue):
     """The same GEMM at the same share of each device's ridge point, wave count and cache looks the same
     on an old and a new GPU: no absolute spec value reaches the model."""
-    X = gemm.tabular(pd.concat([rows(), rows(device="H100")], ignore_index=True), catalogue).X
+    X = gemm.gemm_on_device(pd.concat([rows(), rows(device="H100")], ignore_index=True), catalogue).X
     absolute = {
         "peak_tflops_log2",
         "bandwidth_gbs_log2",
@@ -61,40 +61,40 @@ def test_features_are_relative_to_the_device(catalogue):
 
 
 def test_batched_gemm_multiplies_work_and_tiles(catalogue):
-    one, batched = (gemm.tabular(rows(m=256, n=256, k=256, b=b), catalogue) for b in (1, 64))
+    one, batched = (gemm.gemm_on_device(rows(m=256, n=256, k=256, b=b), catalogue) for b in (1, 64))
     assert batched.reference["runtime_ms"][0] == pytest.approx(64 * one.reference["runtime_ms"][0])
     assert batched.X["library_waves_log2"][0] == pytest.approx(one.X["library_waves_log2"][0] + 6)
     assert batched.meta["shape"][0] == "64x256x256x256" and one.meta["shape"][0] == "256x256x256"
 
 
 def test_waves_and_time_saturate_past_the_training_range(catalogue):
-    huge = gemm.tabular(rows(m=2**20, n=2**20, k=2**16), catalogue).X
+    huge = gemm.gemm_on_device(rows(m=2**20, n=2**20, k=2**16), catalogue).X
     assert huge["library_waves_log2"][0] == np.log2(gemm.MAX_WAVES)
     assert huge["roofline_us_log2"][0] == np.log2(gemm.SATURATION_US)
 
 
 def test_amd_fp32_gemms_are_bound_by_the_matrix_cores(catalogue):
     mi100 = catalogue.resolve("AMD Instinct MI100")
-    features = gemm.tabular(rows(device="AMD Instinct MI100"), catalogue)
+    features = gemm.gemm_on_device(rows(device="AMD Instinct MI100"), catalogue)
     assert features.reference["runtime_ms"][0] == pytest.approx(2 * 4096**3 / (46.1e12) * 1e3)
     assert mi100.peak(Dtype.fp32)[0] == 23.1  # the vector peak stays what the spec sheet says
 
 
 def test_wave_quantization_from_kernel_tiles(catalogue):
     units = catalogue.resolve("NV_P100").compute_units  # 56 SMs
-    features = gemm.tabular(rows(m=128 * 57, n=128, block_m=128, block_n=128), catalogue)
+    features = gemm.gemm_on_device(rows(m=128 * 57, n=128, block_m=128, block_n=128), catalogue)
     assert features.X["kernel_waves_log2"][0] == pytest.approx(np.log2(57 / units))
     assert features.X["kernel_wave_efficiency"][0] == pytest.approx(57 / (2 * units))
     assert features.X["kernel_tile_efficiency"][0] == pytest.approx(1.0)
     assert np.isnan(
-        gemm.tabular(rows(), catalogue).X["kernel_waves_log2"][0]
+        gemm.gemm_on_device(rows(), catalogue).X["kernel_waves_log2"][0]
     )  # no kernel given: missing, not zero
 
 
 def test_features_do_not_mutate_input_and_carry_meta(catalogue):
     frame = rows()
     before = frame.copy()
-    features = gemm.tabular(frame, catalogue)
+    features = gemm.gemm_on_device(frame, catalogue)
     pd.testing.assert_frame_equal(frame, before)
     assert features.meta["shape"][0] == "4096x4096x4096"
     assert features.meta["device_id"][0] == catalogue.resolve("NV_P100").id
@@ -103,7 +103,7 @@ def test_features_do_not_mutate_input_and_carry_meta(catalogue):
 
 def test_unknown_device_raises(catalogue):
     with pytest.raises(UnknownDevice):
-        gemm.tabular(rows(device="quantum toaster 9000"), catalogue)
+        gemm.gemm_on_device(rows(device="quantum toaster 9000"), catalogue)
 
 
 def test_tiling_features_describe_one_thread_and_block(catalogue):
@@ -118,7 +118,7 @@ def test_tiling_features_describe_one_thread_and_block(catalogue):
         "cache_a": 1,
         "cache_b": 0,
     }
-    X = gemm.tabular(rows(**config), catalogue).X
+    X = gemm.gemm_on_device(rows(**config), catalogue).X
     assert X["kernel_threads_log2"][0] == 7  # 128 threads
     assert X["kernel_thread_tile_log2"][0] == 4  # 4 x 4 outputs per thread
     assert X["kernel_shared_kb"][0] == pytest.approx(64 * 16 * 4 / 1024)  # only A is staged

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from preflight.data.errors import UsageError
 from preflight.features import Features, Graphs
-from preflight.features.arch import tabular
+from preflight.features.arch import architecture_in_context
 from preflight.models.families.gnn import GnnFamily
 from preflight.models.targets import Target
 from scipy.stats import kendalltau
@@ -51,7 +51,7 @@ def nb201_rows(n: int, seed: int) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def data(catalogue):
     rows = nb201_rows(200, seed=0)
-    return tabular(rows, catalogue), rows[["accuracy", "latency_ms"]]
+    return architecture_in_context(rows, catalogue), rows[["accuracy", "latency_ms"]]
 
 
 @pytest.fixture(scope="module")

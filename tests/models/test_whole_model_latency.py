@@ -30,7 +30,7 @@ def traces(tmp_path_factory):
 
 def test_a_trace_becomes_timed_parts_that_sum_to_its_roofline(traces, catalogue):
     _, rows = traces
-    features = features_of.tabular(rows, catalogue)
+    features = features_of.model_on_device(rows, catalogue)
     parts = features.parts
     assert parts is not None and set(parts.owner) == set(range(len(rows)))
     frame = parts.frame
@@ -49,8 +49,8 @@ def test_a_config_item_has_the_same_work_as_its_trace(traces, catalogue):
         model="bert_large", batch=int(traced["batch"].iloc[0]), seq=int(traced["seq"].iloc[0]),
         device=traced["device"].iloc[0],
     )  # fmt: skip
-    from_config = features_of.tabular(TASK.items_to_rows([item]), catalogue)
-    from_trace = features_of.tabular(traced.reset_index(drop=True), catalogue)
+    from_config = features_of.model_on_device(TASK.items_to_rows([item]), catalogue)
+    from_trace = features_of.model_on_device(traced.reset_index(drop=True), catalogue)
     assert from_config.parts.frame[features_of.PART_OBSERVED].isna().all()  # nothing measured
     gemm = {
         name: (f.parts.frame["kind"] == 0)
