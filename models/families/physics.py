@@ -14,7 +14,8 @@ that shape. The Hoppers' tensor cores fit α ≈ 0.25: their boards sit at the 7
 a vector unit's do. The 8-norm is a smooth ``max`` that is never below it, so no estimate beats the
 roofline, and a larger GEMM of the same aspect is never less efficient. ``q ∈ [1, 8]`` is the unit's
 overlap of floor and work: 1 adds them, as a harness that times each call alone measures; a larger q
-hides the floor behind the work, as calls launched back to back run (``STREAM_OVERLAP``).
+hides the floor behind the work, as calls launched back to back run (the Hoppers' sweeps, CUDA events
+around back-to-back calls: a long call runs while the next one launches).
 
 Units measured in training get their parameters by a maximum a posteriori fit to their rows. Any
 other unit takes them from a prior on spec-sheet facts (``Prior``): the compute efficiency falls
@@ -23,9 +24,9 @@ energy per FLOP: a power roofline), fitted on the measured fp32 GPU units of lib
 unit (tensor cores: no public source measured one; the shipped sweeps measured the H100's and H200's)
 starts from ``MATRIX_EFFICIENCY`` of its dense peak, the range public cuBLAS figures give for large
 GEMMs, under the same power roofline. Its ramp is the median of the measured units of its class
-(the vector units of its kind, or the matrix units; 1 where none was measured), its overlap
-``STREAM_OVERLAP`` on a GPU and 1 elsewhere. A unit that was not
-measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
+(the vector units of its kind, or the matrix units; 1 where none was measured), its overlap the
+median of the measured GPU units' on a GPU (a harness nobody described) and 1 elsewhere. A unit that
+was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
 ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured).
 
 ``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
@@ -113,6 +114,9 @@ MAX_ROWS_PER_UNIT = 4000
 #: Quantile of the shape term over the training rows that is taken as g = 1 (its top, robust to a few
 #: rows faster than their unit's efficiency).
 SHAPE_TOP = 0.99
+#: Share of the shape term's trees in the first, rough pass of the fit (it only refines the units' start
+#: values; the final shape term has them all).
+ROUGH_SHARE = 0.25
 #: Least efficiency a unit may be fitted to.
 MIN_ETA = 1e-4
 #: Bounds of a unit's ramp ``α`` (log scale): how steeply its efficiency follows the shape term.
@@ -121,12 +125,6 @@ MIN_LOG_RAMP, MAX_LOG_RAMP = np.log(0.25), np.log(2.0)
 #: add: a lone call timed from launch to finish) towards a max (back-to-back calls, each launch hidden
 #: behind the previous call's work).
 MIN_LOG_OVERLAP, MAX_LOG_OVERLAP = 0.0, np.log(8.0)
-#: A GPU unit's overlap before any of its measurements: a GEMM in a stream of launches, as ``collect gemm``
-#: times it (CUDA events around back-to-back calls: a short call pays the host's launch, a long one runs
-#: while the next is launched). Harnesses that time each call alone (DeepBench's, NeuSight's) fit q ≈ 1 on
-#: the devices they measured; the Hoppers' sweeps, zero-shot from those devices, go from 32.7% median error
-#: with q = 1 to 17.9% with 4 (19.8% with 2; 17.7% with 8). A CPU's calls are timed alone: q = 1.
-STREAM_OVERLAP = 4.0
 #: How many of a unit's parameters the law reads (log η_c, log η_m, log t0, log α, log q).
 LAW_PARAMETERS = 5
 
@@ -230,7 +228,8 @@ class Prior:
     log_t0: dict[str, float]
     #: kind (vector units) or ``matrix`` -> log α of the measured units (0 where none; before models had it)
     log_ramp: dict[str, float] = field(default_factory=dict)
-    #: log q of a GPU unit (``STREAM_OVERLAP``; 0, floor and work added, before models had it)
+    #: log q of a GPU unit: the median of the measured GPU units' (0, floor and work added, before models
+    #: had it)
     gpu_log_overlap: float = 0.0
 
     def cap(self, headroom: np.ndarray) -> np.ndarray:
@@ -276,7 +275,9 @@ class Prior:
             sigma_c[kind] = max(spread * np.sqrt(1 + 1 / len(library)), 0.1)
             log_eta_m[kind] = float(np.median(part.log_eta_m))
             log_t0[kind] = float(np.median(part.log_t0))
-        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0, log_ramp, np.log(STREAM_OVERLAP))
+        overlaps = table.log_overlap[table.kind == "gpu"]
+        gpu_log_overlap = float(np.median(overlaps)) if len(overlaps) else 0.0
+        return cls(slope, saturation, vector, sigma_c, log_eta_m, log_t0, log_ramp, gpu_log_overlap)
 
 
 def _class_medians(table: pd.DataFrame, column: str) -> dict[str, float]:
@@ -373,8 +374,8 @@ class PhysicsFamily:
         weight = np.ones(len(rows)) if sample_weight is None else np.asarray(sample_weight, float)[rows]
         keys = units(features.meta)
         params = self._initial(features, y, keys)
-        for _ in range(2):  # shape term given the units, then the units given the shape term
-            self.shape_ = self._fit_shape(features, y, keys, params, weight)
+        for rough in (True, False):  # shape term given the units, then the units given the shape term
+            self.shape_ = self._fit_shape(features, y, keys, params, weight, rough=rough)
             raw = self._raw_log_g(features)
             params = {
                 key: self._map_fit(
@@ -444,10 +445,18 @@ class PhysicsFamily:
         return out
 
     def _fit_shape(
-        self, features: Features, y: np.ndarray, keys: np.ndarray, params: dict[str, Unit], weight: np.ndarray
+        self,
+        features: Features,
+        y: np.ndarray,
+        keys: np.ndarray,
+        params: dict[str, Unit],
+        weight: np.ndarray,
+        rough: bool = False,
     ) -> dict[str, TreeFamily]:
         """The shape term, one tree per group (``shape_group``, ``_shape_trees``): log g = log(bound at the
-        unit's efficiencies / time past the floor) / the unit's ramp."""
+        unit's efficiencies / time past the floor) / the unit's ramp. A ``rough`` one (``ROUGH_SHARE`` of
+        the trees, each learning as much more) only refines the units' start values."""
+        share = ROUGH_SHARE if rough else 1
         unit = np.array([params[k].law() for k in keys])
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         no_floor = unit.copy()
@@ -466,9 +475,9 @@ class PhysicsFamily:
             )
             tree = TreeFamily(
                 targets={"log_g": Target("", "identity")},
-                n_estimators=self.n_estimators,
+                n_estimators=max(1, round(self.n_estimators * share)),
                 num_leaves=self.num_leaves,
-                learning_rate=self.learning_rate,
+                learning_rate=self.learning_rate / share,
                 seed=self.seed,
             )
             trees[group] = tree.fit(shape, pd.DataFrame({"log_g": log_g[rows]}), sample_weight=weight[rows])
