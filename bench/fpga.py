@@ -4,7 +4,7 @@ r"""FPGA synthesis figures for docs/BENCHMARKS.md (issue 14).
 
 Every estimate is out of fold: 5 folds grouped by kernel (HLSyn's 35 kernels, 34 with a graph:
 31,561 designs), from predictors (calibration included) fitted without the row's kernel
-(``models/evaluate.py``, exactly what ``preflight evaluate fpga --split kernel`` runs). Per family:
+(``models/analysis.py``, exactly what ``preflight evaluate fpga --split kernel`` runs). Per family:
 
 - ``metrics``: the ``evaluate --json`` metrics (``cycles`` MAPE, median APE, RMSE of log10 and 0.9
   coverage; ``lut``/``ff``/``dsp``/``bram`` MAE and coverage, on the designs that fit; ``valid`` ROC
@@ -36,7 +36,8 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models.evaluate import Outcome, cross_validate, report
+from preflight.models.analysis import cross_validated
+from preflight.models.evaluate import Outcome
 from preflight.models.explore import feasible
 from preflight.models.task import get_task
 
@@ -102,17 +103,17 @@ def main() -> None:
     out: dict = {"rows": len(rows), "kernels": int(rows["kernel"].nunique())}
     for family in args.families.split(","):
         start = time.perf_counter()
-        outcome = cross_validate(task, rows, catalogue, family, "kernel")
-        tested = rows.iloc[outcome.test_index].reset_index(drop=True)
-        out[family] = report(task, family, "hlsyn", "kernel", outcome) | {
-            "explore": explore_replay(outcome, tested["kernel"], tested["tool"]),
+        evaluation = cross_validated(task, rows, catalogue, family, "kernel", "hlsyn")
+        tested = evaluation.inputs
+        out[family] = evaluation.summary() | {
+            "explore": explore_replay(evaluation.outcome, tested["kernel"], tested["tool"]),
             "seconds": round(time.perf_counter() - start),
         }
         print(family, json.dumps({k: v for k, v in out[family].items() if k != "explore"}, indent=1))
         for rule, replay in out[family]["explore"].items():
             print(family, rule, json.dumps({k: v for k, v in replay.items() if k != "positions"}))
-    random_outcome = cross_validate(task, rows, catalogue, "tree", "design")
-    out["random_split"] = report(task, "tree", "hlsyn", "design", random_outcome)["metrics"]
+    random_split = cross_validated(task, rows, catalogue, "tree", "design", "hlsyn")
+    out["random_split"] = random_split.summary()["metrics"]
     print("random split (tree)", json.dumps(out["random_split"], indent=1))
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(out, indent=2))

@@ -22,7 +22,7 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate
+from preflight.models import analysis
 from preflight.models.datasets import load_source
 from preflight.models.task import get_task
 
@@ -53,15 +53,16 @@ def _summary(report: dict, by_group: bool) -> dict:
 
 
 def gpperf(catalogue: Catalogue) -> dict:
-    outcome = evaluate.cross_validate(TASK, _rows("gpperf"), catalogue, "tree", "shape")
-    return _summary(evaluate.report(TASK, "tree", "gpperf", "shape", outcome), by_group=False)
+    evaluation = analysis.cross_validated(
+        TASK, TASK.rows(_rows("gpperf")), catalogue, "tree", "shape", "gpperf"
+    )
+    return _summary(evaluation.summary(), by_group=False)
 
 
 def deepbench_zero_shot(catalogue: Catalogue, params: dict | None = None) -> dict:
-    outcome = evaluate.cross_validate(TASK, _rows("deepbench"), catalogue, "tree", "device", params=params)
-    return _summary(
-        evaluate.report(TASK, "tree", "deepbench", "device", outcome, by_group=True), by_group=True
-    )
+    rows = TASK.rows(_rows("deepbench"))
+    evaluation = analysis.cross_validated(TASK, rows, catalogue, "tree", "device", "deepbench", params=params)
+    return _summary(evaluation.summary(by_group=True), by_group=True)
 
 
 def deepbench_shots(catalogue: Catalogue, shots: int = 10) -> dict:
@@ -70,8 +71,10 @@ def deepbench_shots(catalogue: Catalogue, shots: int = 10) -> dict:
     per_device, baseline = {}, {}
     for device in sorted(rows["device"].unique()):
         held = (rows["device"] == device).to_numpy()
-        outcome = evaluate.train_test(TASK, rows[~held], rows[held], catalogue, "tree", "device", shots=shots)
-        report = evaluate.report(TASK, "tree", "deepbench", "train/test", outcome, by_group=True)
+        evaluation = analysis.train_tested(
+            TASK, rows[~held], rows[held], catalogue, "tree", "device", "deepbench", shots=shots
+        )
+        report = evaluation.summary(by_group=True)
         (key,) = [k for k in report["metrics"]["runtime_ms"] if k != "mean"]
         per_device[key] = report["metrics"]["runtime_ms"][key]
         baseline[key] = report["baseline"]["metrics"]["runtime_ms"][key]
@@ -84,14 +87,16 @@ def deepbench_shots(catalogue: Catalogue, shots: int = 10) -> dict:
 
 def rtx4070_zero_shot(catalogue: Catalogue) -> dict:
     """GPPerf's RTX 4070 (Ada, 2023: newer than every DeepBench device) from DeepBench's devices alone."""
-    outcome = evaluate.train_test(TASK, _rows("deepbench"), _rows("gpperf"), catalogue, "tree", "shape")
-    return _summary(evaluate.report(TASK, "tree", "deepbench->gpperf", "train/test", outcome), by_group=False)
+    evaluation = analysis.train_tested(
+        TASK, _rows("deepbench"), _rows("gpperf"), catalogue, "tree", "shape", "deepbench->gpperf"
+    )
+    return _summary(evaluation.summary(), by_group=False)
 
 
 def uci(catalogue: Catalogue) -> dict:
     rows = _rows("uci-sgemm")
-    outcome = evaluate.cross_validate(TASK, rows, catalogue, "tree", "kernel")
-    result = _summary(evaluate.report(TASK, "tree", "uci-sgemm", "kernel", outcome), by_group=False)
+    evaluation = analysis.cross_validated(TASK, TASK.rows(rows), catalogue, "tree", "kernel", "uci-sgemm")
+    result = _summary(evaluation.summary(), by_group=False)
     result["noise_floor_ape_pct"] = float(rows["repeat_ape_pct"].mean())
     return result
 

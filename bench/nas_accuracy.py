@@ -34,7 +34,7 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate
+from preflight.models import analysis
 from preflight.models.datasets import load_source
 from preflight.models.task import get_task
 
@@ -65,8 +65,10 @@ def _mean(results: list[dict]) -> dict:
 
 def _grouped(task, rows: pd.DataFrame, family: str, train_size: int | None, seed: int) -> dict:
     """One grouped evaluation: the model's and the baseline's metrics per target."""
-    outcome = evaluate.cross_validate(task, rows, CATALOGUE, family, "arch", seed=seed, train_size=train_size)
-    report = evaluate.report(task, family, "", "arch", outcome)
+    evaluation = analysis.cross_validated(
+        task, task.rows(rows), CATALOGUE, family, "arch", "", seed=seed, train_size=train_size
+    )
+    report = evaluation.summary()
     return {
         "model": {t: _pick(m) for t, m in report["metrics"].items()},
         "baseline": {t: _pick(m) for t, m in report["baseline"]["metrics"].items()},
@@ -128,8 +130,10 @@ def help_shots(family: str, train_archs: int = 1000, shots: int = 10) -> dict:
         train_path, test_path = _help_files(held, train_archs)
         train_rows = load_source("help-nb201", train_path, SETTINGS, CATALOGUE, store=False)[0]
         test_rows = load_source("help-nb201", test_path, SETTINGS, CATALOGUE, store=False)[0]
-        outcome = evaluate.train_test(LATENCY, train_rows, test_rows, CATALOGUE, family, "arch", shots=shots)
-        report = evaluate.report(LATENCY, family, "help-nb201", "train/test", outcome, by_group=True)
+        evaluation = analysis.train_tested(
+            LATENCY, train_rows, test_rows, CATALOGUE, family, "arch", "help-nb201", shots=shots
+        )
+        report = evaluation.summary(by_group=True)
         for setting, metrics in report["metrics"]["latency_ms"].items():
             if setting != "mean":
                 per_setting[setting] = _pick(metrics)

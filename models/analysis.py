@@ -1,7 +1,7 @@
 """Where a predictor errs: an evaluation's out-of-sample estimates as tables a user can slice (by
 group, worst cases with their inputs, interval coverage, calibration, out-of-distribution rate) and the
-figures of them. ``preflight.evaluate`` returns an :class:`Evaluation`; the notebook and
-``preflight report`` read it."""
+figures of them. ``preflight.evaluate`` returns an :class:`Evaluation`; the notebook, ``preflight
+report`` and ``preflight evaluate`` (its :meth:`Evaluation.summary`) read it."""
 
 from __future__ import annotations
 
@@ -59,8 +59,46 @@ def cross_validated(
         outcome = evaluate.cross_validate(
             task, rows, catalogue, family, split, seed, train_size, coverage, params, select=False
         )
-    inputs = rows.iloc[outcome.test_index].reset_index(drop=True)
-    return Evaluation(task, family, source, split, coverage, outcome, _catalogue_ids(inputs, catalogue))
+    return _evaluation(task, family, source, split, coverage, outcome, rows, catalogue)
+
+
+def train_tested(
+    task: Task,
+    train_rows: pd.DataFrame,
+    test_rows: pd.DataFrame,
+    catalogue: Catalogue,
+    family: str,
+    split: str,
+    source: str,
+    *,
+    seed: int = 0,
+    shots: int = 0,
+    coverage: float = 0.9,
+    params: dict | None = None,
+) -> Evaluation:
+    """Fit on one loaded table and test on another (``evaluate.train_test``, with ``shots`` rows of each
+    test device given as measurements) as an :class:`Evaluation` of split ``train/test``."""
+    outcome = evaluate.train_test(
+        task, train_rows, test_rows, catalogue, family, split, seed, shots, coverage, params
+    )
+    tested = task.rows(test_rows)
+    return _evaluation(task, family, source, "train/test", coverage, outcome, tested, catalogue, shots)
+
+
+def _evaluation(
+    task: Task,
+    family: str,
+    source: str,
+    split: str,
+    coverage: float,
+    outcome: Outcome,
+    rows: pd.DataFrame,
+    catalogue: Catalogue,
+    shots: int = 0,
+) -> Evaluation:
+    """An :class:`Evaluation` of ``outcome``, whose test rows are positions in ``rows``."""
+    inputs = _catalogue_ids(rows.iloc[outcome.test_index].reset_index(drop=True), catalogue)
+    return Evaluation(task, family, source, split, coverage, outcome, inputs, shots)
 
 
 def _catalogue_ids(inputs: pd.DataFrame, catalogue: Catalogue) -> pd.DataFrame:
@@ -83,12 +121,31 @@ class Evaluation:
     split: str
     coverage: float
     outcome: Outcome
-    inputs: pd.DataFrame  # the evaluated rows as loaded, in the outcome's order, devices by catalogue id
+    #: the evaluated rows as loaded, in the outcome's order (``cross_validated`` and ``train_tested``
+    #: name devices by catalogue id)
+    inputs: pd.DataFrame
+    shots: int = 0  # rows of each test device given to the model as measurements (train/test only)
 
-    @cached_property
-    def report(self) -> dict:
-        """The ``evaluate --json`` object."""
-        return evaluate.report(self.task, self.family, self.source, self.split, self.outcome)
+    def summary(self, by_group: bool | None = None) -> dict:
+        """The ``evaluate --json`` object (a contract: ``../shared/DESIGN.md``; the CLI prints it as
+        strict JSON, NaN as null): task, family, source, split, row counts, then per target the
+        model's metrics and the baseline's. ``by_group`` (by default: when test devices were given
+        shots) keys each target's metrics by group (device), with their ``mean``."""
+        by_group = self.shots > 0 if by_group is None else by_group
+        outcome = self.outcome
+        return {
+            "task": self.task.name,
+            "family": self.family,
+            "source": self.source,
+            "split": self.split,
+            "n_train": outcome.n_train,
+            "n_test": len(outcome.y),
+            "metrics": evaluate.target_metrics(self.task, outcome, outcome.model, by_group),
+            "baseline": {
+                "name": self.task.baseline,
+                "metrics": evaluate.target_metrics(self.task, outcome, outcome.baseline, by_group),
+            },
+        }
 
     @property
     def targets(self) -> list[str]:
@@ -97,7 +154,8 @@ class Evaluation:
 
     def metrics(self) -> pd.DataFrame:
         """One row per target and metric: the model's value (``model``) beside the baseline's."""
-        model, baseline = self.report["metrics"], self.report["baseline"]["metrics"]
+        summary = self.summary(by_group=False)
+        model, baseline = summary["metrics"], summary["baseline"]["metrics"]
         return pd.DataFrame(
             [
                 {"target": t, "metric": k, "model": v, "baseline": baseline.get(t, {}).get(k)}

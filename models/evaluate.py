@@ -211,22 +211,3 @@ def _metrics_on(outcome: Outcome, estimates: Estimates, target: str, rows: np.nd
         estimates.high[target][rows],
         relative=spec.kind.relative,
     )
-
-
-def report(
-    task: Task, family: str, source: str, split: str, outcome: Outcome, by_group: bool = False
-) -> dict:
-    """The ``evaluate --json`` object."""
-    return {
-        "task": task.name,
-        "family": family,
-        "source": source,
-        "split": split,
-        "n_train": outcome.n_train,
-        "n_test": len(outcome.y),
-        "metrics": target_metrics(task, outcome, outcome.model, by_group),
-        "baseline": {
-            "name": task.baseline,
-            "metrics": target_metrics(task, outcome, outcome.baseline, by_group),
-        },
-    }

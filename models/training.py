@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate, plots, tracking
+from preflight.models import plots, tracking
+from preflight.models.analysis import Evaluation
 from preflight.models.conformal import Conformal
 from preflight.models.datasets import available_sources, task_data
 from preflight.models.evaluate import Outcome
@@ -21,12 +22,14 @@ from preflight.models.predictor import Estimates, Predictor
 from preflight.models.task import Task
 
 log = logging.getLogger("preflight.train")
+#: Nominal coverage of the out-of-fold intervals that the run's metrics score.
+COVERAGE = 0.9
 
 
 @dataclass
 class TrainResult:
     promotion: tracking.Promotion
-    report: dict
+    report: dict  # the out-of-fold evaluation's summary (``Evaluation.summary``)
 
 
 def data_checksum(checksums: dict[str, str], max_rows: int | None, seed: int) -> str:
@@ -53,7 +56,7 @@ def location(paths: dict[str, Path]) -> str:
     return Path(os.path.commonpath([p.resolve() for p in paths.values()])).as_uri()
 
 
-def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = 0.9) -> Estimates:
+def _oof_estimates(predictor: Predictor, Y: pd.DataFrame, coverage: float = COVERAGE) -> Estimates:
     """The out-of-fold estimates, each fold's intervals calibrated on the other folds' scores."""
     raw = predictor.oof_[predictor.targets]
     value, low, high = raw.copy(), raw.copy(), raw.copy()
@@ -126,7 +129,7 @@ def train(
         Y, _oof_estimates(predictor, Y), _oof_estimates(baseline, Y), groups, np.arange(len(Y)), len(Y)
     )
     split, sources = f"grouped-cv:{task.group_key}", "+".join(paths)
-    report = evaluate.report(task, family, sources, split, outcome)
+    report = Evaluation(task, family, sources, split, COVERAGE, outcome, data.rows).summary()
     sha = data_checksum(data.checksums, task.max_rows_per_source, seed)
     description = summary(task, report, sha)
     roles = {"device": task.device_column, "stratum": task.stratum_column}

@@ -9,7 +9,8 @@
     model = preflight.load("gemm")            # the champion (version="3" for another), adapted to them
     model.predict([{"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "h100"}])
     result = preflight.evaluate("gemm", split="device")   # grouped cross-validation beside the baseline
-    result.by_group("runtime_ms"), result.worst("runtime_ms")
+    result.by_group("runtime_ms"), result.worst("runtime_ms"), result.summary()
+    preflight.whatif("gemm", [{"m": 4096, "n": 4096, "k": 4096}], ["H100 SXM5", "A100 SXM4 80GB"])
 
 ``home`` (every function takes it) is a ``PREFLIGHT_HOME``; by default the environment's. Devices and
 measurements go through the same registry, and the same files, as ``POST /v1/devices``: a service on
@@ -20,11 +21,13 @@ so importing any ``preflight.*`` module stays instant.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version as _version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from preflight.data.errors import UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,27 +40,40 @@ if TYPE_CHECKING:
     from preflight.models.task import Task
     from preflight.models.tracking import ModelInfo
     from preflight.models.training import TrainResult
+    from preflight.models.whatif import WhatIf
+    from pydantic import BaseModel
 
 __all__ = [
     "Model",
+    "Predictions",
+    "Ranking",
+    "SourceInfo",
     "TaskInfo",
+    "collect",
     "devices",
     "evaluate",
+    "ingest",
     "load",
     "measure",
+    "predict",
     "register_device",
     "remove_device",
     "remove_measurements",
     "report",
+    "serve",
+    "sources",
     "tasks",
     "train",
     "versions",
+    "whatif",
     "__version__",
 ]
 __version__ = _version("preflight")
 log = logging.getLogger("preflight")
 #: Rows a source is sampled down to for a report: a grouped cross-validation refits the family per fold.
 REPORT_ROWS = 1000
+#: The own profilers (``preflight.data.collect.<name>``), each appending to ``HOME/collect/local_<name>.csv``.
+PROFILERS = ("gemm", "curves", "interference")
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,35 @@ class TaskInfo:
     splits: tuple[str, ...]
     default_split: str
     sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A source: where its file is found (None: nowhere), and the rows the table store holds of it."""
+
+    source: str
+    path: Path | None
+    stored_rows: int | None
+    rejected: int | None
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Estimates as ``POST /v1/{task}/predict`` answers them: the model version that made them, the
+    items as validated, and per item its record ``{target: {value, low, high}, ood, warnings}``."""
+
+    task: Task
+    model: ModelInfo
+    items: list[BaseModel]
+    records: list[dict]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One workload's candidate devices ranked by time per run, and the model version that estimated them."""
+
+    model: ModelInfo
+    whatif: WhatIf
 
 
 def settings(home: str | Path | None = None) -> Settings:
@@ -227,6 +272,9 @@ def evaluate(
     source: str | None = None,
     path: str | Path | None = None,
     files: dict[str, str | Path] | None = None,
+    train: str | Path | None = None,
+    test: str | Path | None = None,
+    shots: int = 0,
     train_size: int | None = None,
     max_rows: int | None = None,
     seed: int = 0,
@@ -237,22 +285,111 @@ def evaluate(
     """Grouped cross-validation of a family (the task's default) beside the task's baseline: each
     fold holds out whole groups of ``split`` (the task's default split). The data are ``source``
     (its file at ``path`` or under ``PREFLIGHT_DATASETS``), several sources' ``files``, or every
-    source at hand; each sampled down to ``max_rows`` rows (seeded)."""
+    source at hand; each sampled down to ``max_rows`` rows (seeded). Or, given ``train`` and ``test``
+    (files or folders in ``source``'s layout), fit on one and test on the other: ``shots`` rows of
+    each test device are given to the model as its measurements, and the metrics, by device, are
+    computed on the rest."""
     from preflight.models import analysis
-    from preflight.models.datasets import source_file
 
     spec = _task(task)
-    family, split = spec.family(family), spec.split(split)  # refused before any data is read
-    config = settings(home)
-    known = catalogue(home)
+    family = spec.family(family)  # refused, with the options and the split, before any data is read
+    _check_evaluation(train, test, path, train_size, shots)
+    split = spec.split(split)
+    config, known = settings(home), catalogue(home)
+    if train is not None and test is not None:
+        if source is None:
+            raise UsageError("--train and --test need --source (the layout their files are in)")
+        train_rows, test_rows = (_loaded(source, Path(file), config, known) for file in (train, test))
+        return analysis.train_tested(
+            spec, train_rows, test_rows, known, family, split, source,
+            seed=seed, shots=shots, coverage=coverage, params=params,
+        )  # fmt: skip
+    chosen = _chosen_files(source, path, files, config)
+    rows, names = analysis.rows_for(spec, config, known, chosen, max_rows, seed)
+    return analysis.cross_validated(
+        spec, rows, known, family, split, "+".join(names),
+        seed=seed, train_size=train_size, coverage=coverage, params=params,
+    )  # fmt: skip
+
+
+def _check_evaluation(
+    train: str | Path | None,
+    test: str | Path | None,
+    path: str | Path | None,
+    train_size: int | None,
+    shots: int,
+) -> None:
+    """Options of :func:`evaluate` that do not go together (named as the CLI names them)."""
+    if (train is None) != (test is None):
+        raise UsageError("--train and --test go together")
+    if train is not None and (path is not None or train_size is not None):
+        raise UsageError("--path and --train-size belong to grouped CV, not to --train/--test")
+    if train is None and shots:
+        raise UsageError("--shots needs --train and --test (the test file's devices are the new ones)")
+
+
+def _loaded(source: str, file: Path, config: Settings, known: Catalogue) -> pd.DataFrame:
+    """A file of ``source``'s layout, loaded without storing it."""
+    from preflight.models.datasets import load_source
+
+    return load_source(source, file, config, known, store=False)[0]
+
+
+def _chosen_files(
+    source: str | None, path: str | Path | None, files: dict[str, str | Path] | None, config: Settings
+) -> dict[str, Path] | None:
+    """The files to evaluate on by source: ``files`` and ``source``'s; None for every source at hand."""
+    from preflight.models.datasets import source_file
+
     chosen = {name: Path(file) for name, file in (files or {}).items()}
     if source is not None:
         chosen[source] = source_file(source, Path(path) if path else None, config)
-    rows, sources = analysis.rows_for(spec, config, known, chosen or None, max_rows, seed)
-    return analysis.cross_validated(
-        spec, rows, known, family, split, "+".join(sources),
-        seed=seed, train_size=train_size, coverage=coverage, params=params,
-    )  # fmt: skip
+    return chosen or None
+
+
+def predict(
+    task: str,
+    items: Sequence[Any],
+    *,
+    coverage: float = 0.9,
+    version: str | int | None = None,
+    home: str | Path | None = None,
+) -> Predictions:
+    """A version's (the champion's) estimates for items checked as ``POST /v1/{task}/predict`` checks
+    them: at most 10,000, within the request budget (``OverBudget``), each valid for the task
+    (pydantic's ``ValidationError`` names the fields)."""
+    from preflight.models import budget
+    from preflight.service.schemas import predict_request
+
+    spec = _task(task)
+    budget.check(spec, items)
+    validated = predict_request(spec).model_validate({"items": items}).items
+    model = load(task, version, home)
+    return Predictions(spec, model.info, validated, model.records(validated, coverage))
+
+
+def whatif(
+    task: str,
+    items: Sequence[Mapping[str, Any]],
+    devices: Sequence[str] | None = None,
+    prices: Mapping[str, float] | None = None,
+    *,
+    coverage: float = 0.9,
+    home: str | Path | None = None,
+) -> Ranking:
+    """One workload (the task's items without a device; one run is every item once) estimated by the
+    champion on each of ``devices`` (names the catalogue resolves; by default every GPU and
+    accelerator) and ranked by time per run, with energy and, where ``prices`` (USD per hour by
+    device name) give it, the cost per million runs: each with its interval, as ``POST /v1/whatif``."""
+    from preflight.models import whatif as what_if
+
+    spec = _task(task)
+    known = catalogue(home)
+    candidates = what_if.candidates(spec, known, devices)
+    by_id = what_if.prices_by_device(known, candidates, prices or {})
+    model = load(spec.name, home=home)
+    result = what_if.compare(spec, model.predictor, known, items, candidates, by_id, coverage)
+    return Ranking(model.info, result)
 
 
 def report(
@@ -294,6 +431,61 @@ def _rival(registered: list[str], champions: set[str], version: str) -> str | No
     """The version to set beside ``version``: the champion, or when it is the champion, the newest other."""
     others = [v for v in registered if v != version]
     return next((v for v in others if v in champions), others[0] if others else None)
+
+
+def sources(home: str | Path | None = None) -> list[SourceInfo]:
+    """Every source: where its file is found (under ``PREFLIGHT_DATASETS``, else shipped), and what the
+    table store holds of it."""
+    from preflight.data import sources as known
+    from preflight.data.store import TableStore
+
+    config = settings(home)
+    stored = TableStore(config.tables_dir).manifest()
+    return [
+        SourceInfo(
+            name,
+            known.default_path(name, config.datasets),
+            stored.get(name, {}).get("rows"),
+            stored.get(name, {}).get("rejected"),
+        )
+        for name in known.LOADERS
+    ]
+
+
+def ingest(source: str, path: str | Path, home: str | Path | None = None) -> dict[str, Any]:
+    """Validate a file in ``source``'s published layout into the table store, registering the devices
+    that travel with it; the store's record of it (rows kept, rows rejected with reasons, checksum)."""
+    from preflight.data.store import TableStore
+    from preflight.models.datasets import load_source
+
+    config = settings(home)
+    load_source(source, Path(path), config, catalogue(home))
+    return TableStore(config.tables_dir).manifest()[source]
+
+
+def collect(
+    profiler: str, out: str | Path | None = None, *, home: str | Path | None = None, **options: Any
+) -> Any:
+    """Run an own profiler on this machine (one of ``PROFILERS``), appending its traces to ``out``
+    (default ``HOME/collect/local_<profiler>.csv``); it resumes where the file stops. ``options`` are
+    the profiler's (``preflight.data.collect.<profiler>.collect_<profiler>``). Its summary."""
+    from importlib import import_module
+
+    if profiler not in PROFILERS:
+        raise UsageError(f"unknown profiler {profiler!r}; the profilers: {', '.join(PROFILERS)}")
+    config = settings(home)
+    target = Path(out) if out is not None else config.home / "collect" / f"local_{profiler}.csv"
+    run = getattr(import_module(f"preflight.data.collect.{profiler}"), f"collect_{profiler}")
+    return run(out=target, **options)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, home: str | Path | None = None) -> None:
+    """Serve the HTTP API until stopped; champions that are missing are trained from the data at hand
+    meanwhile, GEMM first (each task answers once its own model loads)."""
+    import uvicorn
+    from preflight.service.app import create_app
+
+    uvicorn.run(create_app(settings(home), bootstrap=True), host=host, port=port)
 
 
 @dataclass

@@ -1,5 +1,5 @@
 import numpy as np
-from preflight.models import evaluate
+from preflight.models import analysis, evaluate
 from preflight.models.task import get_task
 
 from tests.conftest import synthetic_gemm
@@ -11,8 +11,8 @@ def test_leave_one_device_out_reports_each_device_and_the_baseline(catalogue):
     rows = synthetic_gemm(
         240, seed=3, devices=("NV_P100", "NV_1080Ti", "AMD_MI25", "NV_M40"), catalogue=catalogue
     )
-    outcome = evaluate.cross_validate(TASK, rows, catalogue, "tree", "device", seed=0)
-    report = evaluate.report(TASK, "tree", "synthetic", "device", outcome, by_group=True)
+    evaluation = analysis.cross_validated(TASK, TASK.rows(rows), catalogue, "tree", "device", "synthetic")
+    report = evaluation.summary(by_group=True)
     per_device = report["metrics"]["runtime_ms"]
     assert len(per_device) == 5 and "mean" in per_device
     assert report["n_test"] == 240 and report["baseline"]["name"] == "roofline"
@@ -33,8 +33,8 @@ def test_train_size_draws_groups_and_tests_on_the_rest(catalogue):
 def test_shots_are_taken_out_of_the_test_rows(catalogue):
     train = synthetic_gemm(200, seed=5, devices=("NV_P100", "NV_1080Ti"), catalogue=catalogue)
     test = synthetic_gemm(80, seed=6, devices=("AMD_MI25", "NV_M40"), catalogue=catalogue)
-    outcome = evaluate.train_test(TASK, train, test, catalogue, "tree", "device", seed=0, shots=10)
-    assert len(outcome.y) == 80 - 2 * 10
-    report = evaluate.report(TASK, "tree", "synthetic", "train/test", outcome, by_group=True)
+    evaluation = analysis.train_tested(TASK, train, test, catalogue, "tree", "device", "synthetic", shots=10)
+    assert len(evaluation.outcome.y) == len(evaluation.inputs) == 80 - 2 * 10
+    report = evaluation.summary()  # with shots: by device
     assert set(report["metrics"]["runtime_ms"]) == {"mean", "amd-radeon-instinct-mi25", "nvidia-tesla-m40"}
     assert np.isfinite(report["metrics"]["runtime_ms"]["mean"]["mape"])

@@ -89,7 +89,7 @@ def test_an_evaluation_slices_the_error(tmp_path):
     worst = evaluation.worst(n=5)
     assert worst["error"].is_monotonic_decreasing and len(worst) == 5
     assert evaluation.metrics().loc[("runtime_ms", "median_ape"), "model"] == pytest.approx(
-        evaluation.report["metrics"]["runtime_ms"]["median_ape"]
+        evaluation.summary()["metrics"]["runtime_ms"]["median_ape"]
     )
     calibration = evaluation.calibration()
     assert calibration["observed"].is_monotonic_increasing  # wider intervals cover more

@@ -1,0 +1,5 @@
+"""``python -m preflight.service.cli``."""
+
+from preflight.service.cli import main
+
+main()

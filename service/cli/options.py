@@ -1,0 +1,107 @@
+"""What the options take: checked values, and the JSON files they name, read as the service reads a
+request body. A value or a file that cannot work is a usage error naming the option."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import preflight
+import typer
+from preflight.data.errors import UsageError
+
+if TYPE_CHECKING:
+    from preflight.service.schemas import Workload
+    from pydantic import ValidationError
+
+
+def _fraction(value: float) -> float:
+    """An interval coverage: strictly between 0 and 1."""
+    if not 0 < value < 1:  # NaN too
+        raise typer.BadParameter(f"must lie in (0, 1), not {value}")
+    return value
+
+
+def _positive(value: float) -> float:
+    """A finite number above 0."""
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a positive number, not {value}")
+    return value
+
+
+Coverage = Annotated[float, typer.Option(callback=_fraction, help="interval coverage, in (0, 1)")]
+Positive = Annotated[float, typer.Option(callback=_positive)]
+#: numpy's legacy seeding takes 0 to 2**32 - 1.
+Seed = Annotated[int, typer.Option(min=0, max=2**32 - 1)]
+Count = Annotated[int, typer.Option(min=1)]
+TaskName = Annotated[str, typer.Argument(help="the task (listed below)")]
+JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
+
+
+def items(path: Path) -> list:
+    """The items of an ``--input`` file: a JSON list, or ``{"items": [...]}``."""
+    raw = _json(path, "--input")
+    found = raw.get("items") if isinstance(raw, dict) else raw
+    if not isinstance(found, list):
+        raise UsageError(f'--input {path}: not a JSON list of items, nor {{"items": [...]}}')
+    return found
+
+
+def workload(path: Path) -> Workload:
+    """The ``--workload`` file as the HTTP API's ``workload``."""
+    from preflight.service.schemas import Workload
+    from pydantic import ValidationError
+
+    try:
+        return Workload.model_validate(_json(path, "--workload"))
+    except ValidationError as exc:
+        raise UsageError(f"--workload {path}: not a workload ({errors(exc)})") from exc
+
+
+def devices(value: str) -> list[str] | None:
+    """``--devices``: None for ``all``, else the comma-separated names."""
+    return None if value.strip() == "all" else [d.strip() for d in value.split(",") if d.strip()]
+
+
+def prices(options: list[str]) -> dict[str, float]:
+    """``--price ID=USD_PER_HOUR`` options as a mapping (checked by ``preflight.whatif``)."""
+    found = {}
+    for option in options:
+        name, _, usd = option.rpartition("=")
+        try:
+            found[name.strip()] = float(usd)
+        except ValueError:
+            raise UsageError(f"--price {option!r}: expected ID=USD_PER_HOUR") from None
+    return found
+
+
+def errors(exc: ValidationError) -> str:
+    """The first validation errors, each as ``location: message``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
+
+
+def _json(path: Path, option: str) -> Any:
+    """The JSON in an input file, read as the service reads a request body: at most
+    ``PREFLIGHT_MAX_BODY_BYTES`` (``/dev/zero`` is refused, not read for ever), nested no deeper than
+    Python parses, and Unicode text."""
+    from preflight.service.routing import lone_surrogate
+
+    limit = preflight.settings().max_body_bytes
+    try:
+        with path.open("rb") as file:
+            payload = file.read(limit + 1)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from exc
+    if len(payload) > limit:
+        raise UsageError(f"{option} {path}: larger than {limit:,} bytes (PREFLIGHT_MAX_BODY_BYTES)")
+    try:
+        value = json.loads(payload)
+    except RecursionError:
+        raise UsageError(f"{option} {path}: JSON nested too deeply") from None
+    except ValueError as exc:  # not JSON, or not text
+        raise UsageError(f"{option} {path}: not JSON ({exc})") from exc
+    if (found := lone_surrogate(value)) is not None:
+        raise UsageError(f"{option} {path}: {found[0]} holds a lone surrogate ({found[1]}), not Unicode text")
+    return value
