@@ -385,7 +385,7 @@ class PhysicsFamily:
             }
         # g ≤ 1 with the efficiencies as upper envelopes: each tree's top moves into its units, as far
         # as their efficiency allows
-        self.shift_ = self._tops(features)
+        self.shift_ = self._tops(raw, features.meta)
         tree_of = dict(zip(keys, self._tree_names(features.meta)))
         self.units_ = {key: bounded(u, self.shift_[tree_of[key]]) for key, u in params.items()}
         self.prior_ = Prior.fit(self._unit_table(features, keys))
@@ -393,7 +393,7 @@ class PhysicsFamily:
         self.adapted_: dict[str, Unit] = {}
         self.adapted_measured_: dict[str, dict] = {}
         self.residual_sigma_ = float(
-            np.sqrt(np.average((np.log(y) - self._log_time(features)) ** 2, weights=weight))
+            np.sqrt(np.average((np.log(y) - self._log_time(features, raw)) ** 2, weights=weight))
         )
         return self
 
@@ -569,11 +569,12 @@ class PhysicsFamily:
         )
         return self.shape_[tree].predict(part)["log_g"].to_numpy()
 
-    def _tops(self, features: Features) -> dict[str, float]:
-        """Each shape tree's top (``SHAPE_TOP`` quantile) over the rows it learned from: g = 1 there."""
+    def _tops(self, raw: np.ndarray, meta: pd.DataFrame) -> dict[str, float]:
+        """Each shape tree's top (``SHAPE_TOP`` quantile) over the rows it learned from (``raw``, the
+        trees' output on the training rows): g = 1 there."""
         return {
-            tree: float(np.quantile(self._tree_log_g(tree, features, rows), SHAPE_TOP))
-            for tree, (rows, _) in _shape_trees(shape_group(features.meta)).items()
+            tree: float(np.quantile(raw[rows], SHAPE_TOP))
+            for tree, (rows, _) in _shape_trees(shape_group(meta)).items()
         }
 
     def _raw_log_g(self, features: Features) -> np.ndarray:
@@ -659,18 +660,19 @@ class PhysicsFamily:
                 return share * np.mean(same, axis=0)
         return np.zeros(LAW_PARAMETERS)
 
-    def _log_g(self, features: Features, params: np.ndarray) -> np.ndarray:
-        """Each row's shape term before its unit's ramp, log g ≤ 0, given its unit's parameters
-        (``parameters``)."""
-        return np.minimum(0.0, self._raw_log_g(features) - params[:, LAW_PARAMETERS + 1])
+    def _log_g(self, raw: np.ndarray, params: np.ndarray) -> np.ndarray:
+        """Each row's shape term before its unit's ramp, log g ≤ 0, from the trees' output (``raw``) and
+        its unit's parameters (``parameters``)."""
+        return np.minimum(0.0, raw - params[:, LAW_PARAMETERS + 1])
 
-    def _log_time(self, features: Features) -> np.ndarray:
+    def _log_time(self, features: Features, raw: np.ndarray) -> np.ndarray:
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         params = self.parameters(features.meta)
-        return law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(features, params))
+        return law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(raw, params))
 
     def predict(self, features: Features) -> pd.DataFrame:
-        return pd.DataFrame({self.target_name_: np.exp(self._log_time(features))}, index=features.X.index)
+        log_time = self._log_time(features, self._raw_log_g(features))
+        return pd.DataFrame({self.target_name_: np.exp(log_time)}, index=features.X.index)
 
     # adapting ------------------------------------------------------------------------------------------
 
@@ -682,7 +684,7 @@ class PhysicsFamily:
         y = Y[self.target_name_].to_numpy(dtype=float)
         usable = np.isfinite(y) & (y > 0)
         keys, current = units(features.meta), self.parameters(features.meta)
-        log_g = self._log_g(features, current)
+        log_g = self._log_g(self._raw_log_g(features), current)
         for key in np.unique(keys[usable]):
             rows = usable & (keys == key)
             prior = Unit.from_row(current[np.flatnonzero(rows)[0]])
