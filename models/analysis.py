@@ -59,7 +59,7 @@ def cross_validated(
         outcome = evaluate.cross_validate(
             task, rows, catalogue, family, split, seed, train_size, coverage, params, select=False
         )
-    return _evaluation(task, family, source, split, coverage, outcome, rows, catalogue)
+    return _evaluation(task, family, source, split, coverage, outcome, rows)
 
 
 def train_tested(
@@ -82,7 +82,7 @@ def train_tested(
         task, train_rows, test_rows, catalogue, family, split, seed, shots, coverage, params
     )
     tested = task.rows(test_rows)
-    return _evaluation(task, family, source, "train/test", coverage, outcome, tested, catalogue, shots)
+    return _evaluation(task, family, source, "train/test", coverage, outcome, tested, shots)
 
 
 def _evaluation(
@@ -93,22 +93,20 @@ def _evaluation(
     coverage: float,
     outcome: Outcome,
     rows: pd.DataFrame,
-    catalogue: Catalogue,
     shots: int = 0,
 ) -> Evaluation:
     """An :class:`Evaluation` of ``outcome``, whose test rows are positions in ``rows``."""
-    inputs = _catalogue_ids(rows.iloc[outcome.test_index].reset_index(drop=True), catalogue)
+    inputs = _catalogue_ids(rows.iloc[outcome.test_index].reset_index(drop=True), task, outcome.meta)
     return Evaluation(task, family, source, split, coverage, outcome, inputs, shots)
 
 
-def _catalogue_ids(inputs: pd.DataFrame, catalogue: Catalogue) -> pd.DataFrame:
-    """The inputs with each device named by its catalogue id, as groups and warnings name it, rather than
-    as its source spelled it (``NV_1080Ti``)."""
-    if "device" not in inputs:
+def _catalogue_ids(inputs: pd.DataFrame, task: Task, meta: pd.DataFrame) -> pd.DataFrame:
+    """The inputs with each device named by its catalogue id (the featurizer's, in ``meta``), as groups
+    and warnings name it, rather than as its source spelled it (``NV_1080Ti``)."""
+    column = task.device_column
+    if "device" not in inputs or column is None or column not in meta:
         return inputs
-    names = [name for name in inputs["device"].unique() if isinstance(name, str) and name]
-    ids = {name: catalogue.resolve(name).id for name in names}
-    return inputs.assign(device=inputs["device"].map(lambda name: ids.get(name, name)))
+    return inputs.assign(device=meta[column].to_numpy())
 
 
 @dataclass
@@ -295,23 +293,25 @@ class Evaluation:
     def beside(self, other: Evaluation, names: tuple[str, str], target: str | None = None) -> pd.DataFrame:
         """This evaluation and another of the same rows side by side (columns ``names``): median error
         per group of the :meth:`focus` grouping (the split when none), worst first."""
-        target = target or self.task.primary_target
-        grouping = self.focus(target)
-        return pd.DataFrame(
-            {
-                names[0]: self.by_group(target, grouping)["median_error"],
-                names[1]: other.by_group(target, grouping)["median_error"],
-            }
-        ).sort_values(names[0], ascending=False)
+        return self._beside(other, names, target or self.task.primary_target)[0]
 
     def beside_figure(self, other: Evaluation, names: tuple[str, str], target: str | None = None) -> Figure:
         """:meth:`beside` as paired bars."""
         target = target or self.task.primary_target
-        grouping = self.focus(target)
-        errors = self.beside(other, names, target)
-        rows = self.by_group(target, grouping)["rows"]
-        xlabel, by = f"median {self.error_name(target)}", grouping or self.split
+        errors, rows = self._beside(other, names, target)
+        xlabel, by = f"median {self.error_name(target)}", self.focus(target) or self.split
         return plots.side_by_side(errors, rows, xlabel, f"{target}: error by {by}")
+
+    def _beside(
+        self, other: Evaluation, names: tuple[str, str], target: str
+    ) -> tuple[pd.DataFrame, pd.Series]:
+        """:meth:`beside`'s table and this evaluation's rows per group."""
+        grouping = self.focus(target)
+        mine = self.by_group(target, grouping)
+        errors = pd.DataFrame(
+            {names[0]: mine["median_error"], names[1]: other.by_group(target, grouping)["median_error"]}
+        )
+        return errors.sort_values(names[0], ascending=False), mine["rows"]
 
     def _measured(self, target: str) -> np.ndarray:
         spec = self.task.targets[target]

@@ -166,6 +166,7 @@ def train_test(
         devices.iloc[keep].reset_index(drop=True),
         keep,
         len(train_rows),
+        test_f.meta.iloc[keep].reset_index(drop=True),
     )
 
 
