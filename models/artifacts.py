@@ -3,7 +3,8 @@
 ``predictor.json`` holds the state (task, family, envelope...); ``family/`` the family's own files;
 ``residuals.npz`` and ``estimates.npz`` the calibrators (``scores.npz`` too, what any version reads);
 ``train.parquet`` the training table kept for few-shot refits, with ``graphs.npz`` and
-``sequences.npz`` beside it when the features have them. Adaptations are not saved: the service
+``sequences.npz`` beside it when the features have them; ``zero_shot.parquet`` the training subjects'
+out-of-fold residuals for a task adapting by residuals. Adaptations are not saved: the service
 replays them from the stored measurements.
 """
 
@@ -20,12 +21,15 @@ from preflight.models.conformal import Conformal
 from preflight.models.envelope import Envelope
 from preflight.models.families import FAMILIES
 from preflight.models.predictor import Predictor
+from preflight.models.residual import Scaler, ZeroShot
 from preflight.models.targets import Target
 from preflight.models.task import get_task
 
 _PARTS = ("X", "reference", "meta")
 #: The column of parts.parquet naming the training row each part belongs to.
 OWNER = "owner:"
+#: The column of zero_shot.parquet naming each training row's subject (its kernel).
+SUBJECT = "subject:"
 
 
 def save(predictor: Predictor, directory: Path) -> None:
@@ -39,6 +43,11 @@ def save(predictor: Predictor, directory: Path) -> None:
     train_features, train_Y = predictor.train_
     _save_training(train_features, train_Y, directory)
     predictor.unseen_residuals_.to_parquet(directory / "unseen_residuals.parquet")
+    zero_shot = predictor.zero_shot_
+    if zero_shot is not None:
+        zero_shot.residuals.assign(**{SUBJECT: zero_shot.subjects}).to_parquet(
+            directory / "zero_shot.parquet"
+        )
     state = {
         "task": predictor.task.name,
         "family": predictor.family,
@@ -48,6 +57,9 @@ def save(predictor: Predictor, directory: Path) -> None:
         "calibrators": keys,
         "envelope": predictor.envelope_.state(),
         "target_devices": predictor.target_devices_,
+        "zero_shot": None
+        if zero_shot is None
+        else {"scaler": zero_shot.scaler.state(), "quality": zero_shot.quality},
     }
     (directory / "predictor.json").write_text(json.dumps(state))
 
@@ -70,6 +82,15 @@ def load(directory: Path) -> Predictor:
     predictor.unseen_residuals_ = (
         pd.read_parquet(residuals) if residuals.exists() else pd.DataFrame({"device_id": []})
     )
+    if zero_shot := state.get("zero_shot"):  # absent from predictors saved before issue 27
+        table, scaler = (
+            pd.read_parquet(directory / "zero_shot.parquet"),
+            Scaler.from_state(zero_shot["scaler"]),
+        )
+        predictor.zero_shot_ = ZeroShot(
+            table.pop(SUBJECT).to_numpy(dtype=str), scaler, scaler(predictor.train_[0].X), table,
+            zero_shot["quality"], predictor.seed,
+        )  # fmt: skip
     return predictor
 
 

@@ -139,15 +139,18 @@ def train_test(
     coverage: float = 0.9,
     params: dict | None = None,
 ) -> Outcome:
-    """Fit on one file, test on another; with ``shots``, K rows per test device are given as measurements."""
+    """Fit on one file, test on another; with ``shots``, K rows per test subject (a device, an FPGA
+    kernel) are given as measurements."""
     train_rows, test_rows = task.rows(train_rows), task.rows(test_rows)
     for rows in (train_rows, test_rows):
         register_measured_devices(task, rows, catalogue, persist=False)
     train_f, train_y = task.featurize(train_rows, catalogue), task.target_frame(train_rows)
     test_f, test_y = task.featurize(test_rows, catalogue), task.target_frame(test_rows)
-    if shots and task.device_column is None:
-        raise UsageError(f"--shots adapts to a device's measurements; task {task.name!r} has no devices")
-    devices = test_f.meta[task.device_column] if task.device_column else task.group_values(test_f.meta, group)
+    if shots and task.subject is None:
+        raise UsageError(
+            f"--shots adapts to measurements of a device or a kernel; task {task.name!r} adapts to neither"
+        )
+    devices = test_f.meta[task.subject] if task.subject else task.group_values(test_f.meta, group)
     shot_rows = _shot_rows(devices, shots, seed)
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
     estimates: list[Estimates] = []

@@ -16,16 +16,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from preflight.data.errors import DataError
+from preflight.data.errors import DataError, UsageError
 from preflight.features import Features, concat
-from preflight.models import envelope, fewshot, progress
+from preflight.models import envelope, fewshot, metrics, progress
 from preflight.models.calibration import Calibration, residual_table, strata
 from preflight.models.envelope import Envelope
 from preflight.models.families import Family, make_family
+from preflight.models.residual import ResidualAdaptation, ZeroShot
+from preflight.models.targets import Target
 from preflight.models.task import Task
 from sklearn.model_selection import GroupKFold
 
 CALIBRATION_FOLDS = 4
+#: The coverage of the bounds computed beside the estimates that residual adaptation reads (it reads
+#: only the estimates).
+CALIBRATED_COVERAGE = 0.9
 #: Splits with at most this many groups leave one group out at a time.
 LEAVE_ONE_OUT_MAX_GROUPS = 20
 
@@ -37,6 +42,8 @@ CODES = envelope.CODES | {
     "relative to (e.g. the device's tdp_w)",
     "prior": "prior:TARGET: the estimate comes from a physical prior, not from measurements of the "
     "target; its interval spans the prior and is not calibrated",
+    "adapted": "adapted:K: the estimate is adapted to K measurements of its subject (a kernel's "
+    "synthesized designs)",
 }
 
 
@@ -64,6 +71,14 @@ class Estimates:
             dict(zip(targets, estimates)) | {"ood": bool(reasons), "warnings": warnings}
             for *estimates, reasons, warnings in zip(*per_target, self.reasons, self.warnings(value))
         ]
+
+    def take(self, rows: np.ndarray) -> Estimates:
+        """The estimates of some rows (positions)."""
+        value, low, high = (
+            frame.iloc[rows].reset_index(drop=True) for frame in (self.value, self.low, self.high)
+        )
+        notes = [self.notes[i] for i in rows] if self.notes else []
+        return Estimates(value, low, high, [self.reasons[i] for i in rows], notes)
 
     def warnings(self, value: np.ndarray | None = None) -> list[list[str]]:
         """Each row's warning codes: its reason codes, ``missing:TARGET`` for each target without an
@@ -110,6 +125,8 @@ class Predictor:
         self.params = params or {}  # the family's hyperparameters, beyond its defaults
         self.shot_data_: tuple[Features, pd.DataFrame] | None = None
         self.shots_: fewshot.DeviceShots = {}
+        self.zero_shot_: ZeroShot | None = None  # where measurements adapt by residuals
+        self.residual_: ResidualAdaptation | None = None
 
     def new_family(self) -> Family:
         params = self.task.family_params.get(self.family, {}) | self.params
@@ -134,6 +151,8 @@ class Predictor:
             self.calibration_.add("unseen", Y, unseen, row_strata)
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
         self._calibrate_siblings(features, Y, row_strata)
+        if task.adaptation == "residual":
+            self.zero_shot_ = self._zero_shot(features, Y)
         if task.primary_target not in self.targets:
             raise DataError(f"too few rows with {task.primary_target} to learn it ({len(Y)} rows in all)")
         with progress.step(f"{task.name} {self.family}: fit on every row"):
@@ -144,6 +163,14 @@ class Predictor:
         }
         self.train_ = (features, Y)  # kept for few-shot refits
         return self
+
+    def _zero_shot(self, features: Features, Y: pd.DataFrame) -> ZeroShot:
+        """Each training subject's out-of-fold residuals (the calibration folds hold subjects out),
+        where residual adaptation is simulated, and how good the estimates were there."""
+        quality = {name: _zero_shot_quality(self.task.targets[name], Y[name], self.oof_[name]) for name in Y}
+        return ZeroShot.of(
+            self.task.targets, Y, self.oof_, self._subjects(features.meta), features.X, quality, self.seed
+        )
 
     def _n_folds(self, groups: pd.Series) -> int:
         """Leave one group out where affordable, else the calibration folds."""
@@ -210,21 +237,42 @@ class Predictor:
         """The machines (architectures) measured in training."""
         return self.train_[0].meta[self.task.machine].astype(str).unique()
 
+    def _subjects(self, meta: pd.DataFrame) -> np.ndarray:
+        """Each row's value of what measurements adapt (its device, its kernel)."""
+        column = self.task.subject
+        return meta[column].astype(str).to_numpy() if column else np.full(len(meta), "")
+
+    def design_space(self, features: Features) -> np.ndarray:
+        """Rows as points of the space residual adaptation measures nearness in (each feature in units
+        of its spread within a subject); a task adapting otherwise has no such space."""
+        if self.zero_shot_ is None:
+            raise UsageError(f"task {self.task.name!r} does not adapt by residuals: no design space")
+        return self.zero_shot_.scaler(features.X)
+
     def adapted(self, features: Features, Y: pd.DataFrame) -> Predictor:
-        """A copy adapted to measurements of one or more devices (replacing earlier ones of those).
+        """A copy adapted to measurements of one or more subjects (devices, kernels), replacing earlier
+        ones of those.
 
         Adaptation is local: a family that adapts itself (``adapt``: per-device parameters) updates
-        the measured devices only; any other is refitted with the shots and answers for the measured
-        devices only, while every other device keeps the unadapted family's answer, bit for bit. This
-        predictor is left untouched, so requests in flight keep a consistent model. Targets this
-        predictor has no calibration for are ignored."""
-        column = self.task.device_column
+        the measured devices only; a task adapting by residuals corrects the measured subjects'
+        answers only (``residual.py``); any other family is refitted with the shots and answers for the
+        measured devices only, while every other device keeps the unadapted family's answer, bit for
+        bit. This predictor is left untouched, so requests in flight keep a consistent model. Targets
+        this predictor has no calibration for are ignored."""
+        column = self.task.subject
         if column is None:
-            raise DataError(f"task {self.task.name!r} has no devices to adapt to")
+            raise DataError(f"task {self.task.name!r} has nothing that measurements adapt")
         Y = Y[[t for t in self.targets if t in Y]].reset_index(drop=True)
         new = copy.copy(self)
         new.shot_data_ = fewshot.merge(self.shot_data_, features, Y, column)
         shot_features, shot_Y = new.shot_data_
+        if self.zero_shot_ is not None:
+            unadapted = self._calibrated(shot_features, CALIBRATED_COVERAGE)[0]
+            new.residual_ = ResidualAdaptation.fit(
+                self.task.targets, self.zero_shot_.scaler, shot_features, shot_Y, unadapted,
+                self._subjects(shot_features.meta),
+            )  # fmt: skip
+            return new
         if self._adapts_itself:
             new.family_ = self.base_family_.adapt(shot_features, shot_Y)  # type: ignore[attr-defined]
         else:
@@ -261,8 +309,7 @@ class Predictor:
         if self.shot_data_ is None:
             return None
         features, Y = self.shot_data_
-        devices = features.meta[self.task.device_column].astype(str).to_numpy()
-        table = pd.concat([features.X, Y], axis=1).assign(device=devices)
+        table = pd.concat([features.X, Y], axis=1).assign(device=self._subjects(features.meta))
         digest = hashlib.sha256(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
         return f"shots:{len(Y)}:{digest.hexdigest()[:12]}"
 
@@ -281,6 +328,22 @@ class Predictor:
         return value
 
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:
+        value, low, high = self._calibrated(features, coverage)
+        subjects = self._subjects(features.meta)
+        notes: list[list[str]] = []
+        if self.residual_ is not None and self.zero_shot_ is not None:
+            self.residual_.apply(
+                self.task.targets, features, subjects, value, low, high, self.zero_shot_, coverage
+            )
+            notes = [[f"adapted:{k}"] if (k := self.residual_.shots(s)) else [] for s in subjects]
+        reasons = self._reasons(features, self._devices(features.meta), subjects, list(value.columns))
+        estimates = Estimates(value, low, high, reasons, notes)
+        if self.task.derive is not None:
+            self.task.derive(features, estimates)
+        return estimates
+
+    def _calibrated(self, features: Features, coverage: float) -> tuple[pd.DataFrame, ...]:
+        """Estimates and their bounds, calibrated, with the devices' shots (before residual adaptation)."""
         value = self._estimate(features)
         value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
@@ -296,21 +359,21 @@ class Predictor:
             bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
             floor = features.reference[name].to_numpy(dtype=float) if target.at_least_reference else None
             value[name], low[name], high[name] = (target.clip(v, floor) for v in (estimate, *bounds))
-        estimates = Estimates(value, low, high, self._reasons(features, devices, list(value.columns)))
-        if self.task.derive is not None:
-            self.task.derive(features, estimates)
-        return estimates
+        return value, low, high
 
-    def _reasons(self, features: Features, devices: np.ndarray, targets: list[str]) -> list[list[str]]:
-        """Codes of why each row lies outside what the model has seen: the envelope's, less the device
-        for devices measured since, plus ``unmeasured:TARGET`` for targets never measured on a device
-        seen in training."""
+    def _reasons(
+        self, features: Features, devices: np.ndarray, subjects: np.ndarray, targets: list[str]
+    ) -> list[list[str]]:
+        """Codes of why each row lies outside what the model has seen: the envelope's, less the subject
+        (device, kernel) for subjects measured since, plus ``unmeasured:TARGET`` for targets never
+        measured on a device seen in training."""
         reasons = self.envelope_.reasons(features.X, features.meta)
+        measured = list(self.shots_) + list(self.residual_.processes if self.residual_ else [])
+        for i in np.flatnonzero(np.isin(subjects, measured)).tolist():  # measured by the user
+            reasons[i] = [r for r in reasons[i] if r != f"unseen:{self.task.subject}={subjects[i]}"]
         column = self.task.device_column
         if column is None:
             return reasons
-        for i in np.flatnonzero(np.isin(devices, list(self.shots_))).tolist():  # measured by the user
-            reasons[i] = [r for r in reasons[i] if r != f"unseen:{column}={devices[i]}"]
         seen = np.isin(devices, self.envelope_.seen_.get(column, []))
         for target in (t for t in targets if t in self.target_devices_):
             shot = [device for device, measured in self.shots_.items() if target in measured]
@@ -328,6 +391,14 @@ class Predictor:
         if kind == "missing":
             return (
                 f"no {subject} estimate: the input lacks the scale it is predicted relative to (e.g. tdp_w)"
+            )
+        if kind == "adapted":
+            return f"adapted to {subject} measurements of its {self.task.subject} (``adapted:K``)"
+        if kind == "unseen" and self.zero_shot_ is not None and subject.startswith(f"{self.task.subject}="):
+            quality = "; ".join(f"{t} {q}" for t, q in self.zero_shot_.quality.items())
+            return (
+                f"{self.envelope_.explain(code) or code}: a zero-shot estimate; on {self.task.subject}s held "
+                f"out in training: {quality}. Measurements of it adapt its estimates"
             )
         if kind == "prior":
             return (
@@ -347,3 +418,16 @@ class Predictor:
         return self.calibration_.probability_above(
             target, value, threshold, self._sides(features.meta), row_strata
         )
+
+
+def _zero_shot_quality(target: Target, y: pd.Series, estimate: pd.Series) -> str:
+    """How good estimates for subjects never seen were, in words: ROC AUC for an event, the median
+    error otherwise."""
+    ok = target.present(y) & target.present(estimate)
+    if not ok.any():
+        return "not measured"
+    if target.kind.event:
+        auc = metrics.classification(y[ok].to_numpy(), estimate[ok].to_numpy()).get("auc")
+        return "not measured" if auc is None else f"ROC AUC {auc:.2f}"
+    error = float(target.error(y[ok], estimate[ok]).median())
+    return f"median {target.error_label} {error:.3g}"

@@ -187,8 +187,9 @@ class Target:
         """A prediction moved by an offset on the target's scale (the inverse of ``residual``)."""
         return self.kind.from_scale(self.kind.to_scale(np.asarray(predicted, dtype=float)) + offset)
 
-    def interval(self, predicted: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds a score quantile ``q`` away from the estimates, on the target's scale."""
+    def interval(self, predicted: np.ndarray, q: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds a score quantile ``q`` (one, or one per estimate) away from the estimates, on the
+        target's scale."""
         z = self.kind.to_scale(np.asarray(predicted, dtype=float))
         with np.errstate(over="ignore"):
             return self.kind.from_scale(z - q), self.kind.from_scale(z + q)

@@ -12,7 +12,7 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import pandas as pd
 from preflight.data.catalogue import Catalogue
@@ -32,7 +32,8 @@ class Task:
     better, except for ``metrics.HIGHER_IS_BETTER``: rank correlations, r2...).
 
     Meta columns with a role: ``device_column`` names the device (setting) a row was measured on
-    (``None`` for a task without devices: no few-shot adaptation and no unseen-device calibration);
+    (``None`` for a task without devices: no unseen-device calibration, and no few-shot adaptation
+    unless ``adapt_column`` names what measurements adapt);
     ``machine_column`` the machine, when one machine has several settings (a GPU at several batch
     sizes), so that calibration holds them out together; ``stratum_column`` the calibration stratum
     (rows that err differently get their own scores); ``seen_columns`` further columns whose values
@@ -59,6 +60,12 @@ class Task:
     machine_column: str | None = None
     stratum_column: str | None = "stratum"
     seen_columns: tuple[str, ...] = ()
+    #: the meta column whose values measurements adapt (``device_column`` where not given: a device's
+    #: shots; the FPGA task's kernel: its synthesized designs)
+    adapt_column: str | None = None
+    #: how measurements adapt: ``refit`` the family with them (or its own ``adapt``), or ``residual``: a
+    #: Gaussian process over the subject's residuals corrects its answers (``models/residual.py``)
+    adaptation: Literal["refit", "residual"] = "refit"
     measured_devices: bool = False
     #: sources sampled down to this many rows when training the service's default model
     max_rows_per_source: int = 20_000
@@ -101,6 +108,11 @@ class Task:
     def machine(self) -> str | None:
         """The meta column that holds out a machine with all its settings."""
         return self.machine_column or self.device_column
+
+    @property
+    def subject(self) -> str | None:
+        """The meta column whose values measurements adapt (None: nothing to adapt)."""
+        return self.adapt_column or self.device_column
 
     @property
     def envelope_columns(self) -> tuple[str, ...]:

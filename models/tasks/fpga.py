@@ -91,8 +91,11 @@ FPGA = register(
             {"kernel": "vscale", "graph": _VSCALE, "pragmas": {"__PARA__L0": 1}, "tool": "v18"},
         ),
         metric="rmse_log10",
-        # the board is an input, not a device to adapt to: few-shot offsets mean nothing for `valid`
+        # the board is an input, not a device to adapt to; a kernel's synthesized designs adapt its
+        # estimates by their residuals (a design's neighbours in pragma space err alike)
         device_column=None,
+        adapt_column="kernel",
+        adaptation="residual",
         seen_columns=("kernel", "device_id"),
         max_rows_per_source=40_000,
         select=with_graph,

@@ -1,0 +1,100 @@
+"""Adaptation by residuals: a subject's measurements correct its estimates only, near a measured point
+more than far from it, with intervals calibrated by simulating the same adaptation on held-out
+subjects and narrowing as measurements arrive."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from preflight.features import Features
+from preflight.models.residual import ResidualAdaptation, Scaler, ZeroShot
+from preflight.models.targets import Target
+
+CYCLES = Target("cycles", "log")
+VALID = Target("probability", "binary", lower=0.0, upper=1.0)
+TARGETS = {"cycles": CYCLES, "valid": VALID}
+
+
+def _subjects(n_subjects: int, rows: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Rows of several subjects: a knob that varies within a subject, a size that does not, and a
+    residual each subject draws anew (an offset plus a slope along the knob)."""
+    rng = np.random.default_rng(seed)
+    subjects = np.repeat([f"s{i}" for i in range(n_subjects)], rows)
+    knob = rng.uniform(0, 4, len(subjects))
+    size = np.repeat(rng.uniform(5, 9, n_subjects), rows)
+    offset, slope = (np.repeat(rng.normal(0, s, n_subjects), rows) for s in (1.0, 0.5))
+    residual = offset + slope * knob + rng.normal(0, 0.05, len(subjects))
+    return pd.DataFrame({"knob": knob, "size": size}), subjects, residual
+
+
+def _features(X: pd.DataFrame) -> Features:
+    return Features(X=X, reference=pd.DataFrame(index=X.index), meta=pd.DataFrame(index=X.index))
+
+
+def test_the_scale_is_the_spread_within_a_subject_and_shared_columns_drop_out():
+    X, subjects, _ = _subjects(6, 40)
+    scaler = Scaler.fit(X, subjects)
+    assert scaler.columns == ("knob",)  # the size is one value per subject
+    assert scaler.spread[0] == pytest.approx(4 / np.sqrt(12), rel=0.15)  # a uniform's spread
+    assert Scaler.from_state(scaler.state()).columns == scaler.columns
+
+
+def _zero_shot(n_subjects: int = 12) -> ZeroShot:
+    X, subjects, residual = _subjects(n_subjects, 120, seed=1)
+    Y = pd.DataFrame({"cycles": np.exp(residual) * 100, "valid": np.ones(len(X))})
+    oof = pd.DataFrame({"cycles": np.full(len(X), 100.0), "valid": np.full(len(X), 0.9)})
+    return ZeroShot.of(TARGETS, Y, oof, subjects, X, {"cycles": "median APE 50"}, seed=0)
+
+
+def _adapt(shots: int, seed: int = 2) -> tuple[ResidualAdaptation, pd.DataFrame, np.ndarray, np.ndarray]:
+    """An adaptation to ``shots`` measurements of a new subject whose residual is 1 + 0.5·knob, and the
+    subject's other rows with their true residual."""
+    rng = np.random.default_rng(seed)
+    knob = rng.uniform(0, 4, 200)
+    X = pd.DataFrame({"knob": knob, "size": 7.0})
+    truth = 1 + 0.5 * knob
+    measured = pd.DataFrame({"cycles": np.exp(truth[:shots]) * 100})
+    estimates = pd.DataFrame({"cycles": np.full(shots, 100.0)})
+    subject = np.full(shots, "new")
+    adaptation = ResidualAdaptation.fit(
+        TARGETS, _zero_shot().scaler, _features(X.iloc[:shots]), measured, estimates, subject
+    )
+    return adaptation, X.iloc[shots:].reset_index(drop=True), truth[shots:], knob[shots:]
+
+
+def _apply(adaptation: ResidualAdaptation, X: pd.DataFrame, subjects: np.ndarray, zero_shot: ZeroShot):
+    value = pd.DataFrame({"cycles": np.full(len(X), 100.0), "valid": np.full(len(X), 0.5)})
+    low, high = value * 0.5, value * 2
+    adaptation.apply(TARGETS, _features(X), subjects, value, low, high, zero_shot, 0.9)
+    return value, low, high
+
+
+def test_measurements_correct_their_subject_and_leave_every_other_untouched():
+    adaptation, X, truth, _ = _adapt(20)
+    subjects = np.where(np.arange(len(X)) % 2 == 0, "new", "other")
+    value, low, high = _apply(adaptation, X, subjects, _zero_shot())
+    new, other = subjects == "new", subjects == "other"
+    error = np.abs(np.log(value["cycles"][new] / 100) - truth[new])
+    assert np.median(error) < 0.1 < np.median(np.abs(truth[new]))  # from off by ~2 in log to near
+    assert (value["cycles"][other] == 100.0).all() and (low["cycles"][other] == 50.0).all()
+    assert (value["valid"] == 0.5).all()  # no measurement of it: unadapted
+    assert adaptation.shots("new") == 20 and adaptation.shots("other") == 0
+
+
+def test_intervals_cover_and_narrow_as_measurements_arrive():
+    zero_shot = _zero_shot()
+    widths, coverages = [], []
+    for shots in (5, 20, 50):
+        adaptation, X, truth, _ = _adapt(shots)
+        value, low, high = _apply(adaptation, X, np.full(len(X), "new"), zero_shot)
+        inside = (np.log(low["cycles"] / 100) <= truth) & (truth <= np.log(high["cycles"] / 100))
+        coverages.append(inside.mean())
+        widths.append(np.median(np.log(high["cycles"] / low["cycles"])))
+    assert all(c >= 0.8 for c in coverages), coverages
+    assert widths[0] > widths[1] > widths[2], widths
+
+
+def test_simulated_scores_are_cached_per_measurement_count():
+    zero_shot = _zero_shot(4)
+    first = zero_shot.scores("cycles", 12)
+    assert zero_shot.scores("cycles", 10) is first  # 10 and 12 both read the simulation at 10
+    assert len(first) > 0 and np.all(first >= 0)
