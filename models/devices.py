@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
 
+import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.errors import DataError, DeviceConflict, PreflightError, UnknownTask
@@ -43,6 +44,7 @@ from preflight.data.store import (
 from preflight.models import plausibility
 from preflight.models.datasets import device_spec
 from preflight.models.predictor import Predictor
+from preflight.models.targets import Target
 from preflight.models.task import Task, get_task
 from preflight.models.tracking import ModelInfo
 from pydantic import BaseModel, Field, ValidationError
@@ -51,6 +53,13 @@ log = logging.getLogger("preflight.state")
 
 #: Registrations whose answers are remembered by Idempotency-Key (the oldest forgotten first).
 MAX_IDEMPOTENCY_KEYS = 1_000
+
+
+# A subject that measurements adapt (a kernel) as others see it.
+class SubjectPublic(BaseModel):
+    task: str
+    subject: str = Field(description="what the measurements adapt: a kernel's name")
+    measurements: int = Field(description="measurements held for it (a kernel's synthesized designs)")
 
 
 # A device as others see it: its spec sheet and the measurements held for it (the HTTP answer too).
@@ -236,6 +245,23 @@ class DeviceRegistry:
         counts = {task: sum(row["device_id"] == spec.id for row in rows) for task, rows in held.items()}
         return DevicePublic(spec=spec, measurements={task: n for task, n in counts.items() if n})
 
+    def describe_subject(self, task: Task, subject: str) -> SubjectPublic:
+        """A subject (a kernel) with the number of its measurements held."""
+        rows = self.measurements.get(task.name, [])
+        held = sum(str(row.get(task.subject)) == subject for row in rows)
+        return SubjectPublic(task=task.name, subject=subject, measurements=held)
+
+    def subject_registration(
+        self, task: str, subject: str, measurements: Sequence[dict[str, Any]]
+    ) -> Registration:
+        """Measurements of one subject of a task that adapts to something else than a device (a
+        kernel's synthesized designs): each the task's item fields, the subject left out, plus measured
+        targets, on the device the first names (the item's default device where it names none)."""
+        measured = _device_task(task)
+        rows = [{**raw, str(measured.subject): subject} for raw in measurements]
+        device = next(iter(rows), {}).get("device") or measured.item.model_fields["device"].default
+        return self.registration(None, str(device), task, rows)
+
     def registration(
         self, spec: DeviceSpec | None, device: str | None, task: str, measurements: Sequence[dict[str, Any]]
     ) -> Registration:
@@ -400,7 +426,7 @@ class DeviceRegistry:
         measurements that cannot adapt it are logged and named in the task's notes; ``strict`` (new
         measurements) raises instead, a DataError where the failure is not one of preflight's own."""
         rows = self.measurements.get(task.name, []) if rows is None else rows
-        if not rows or task.device_column is None:
+        if not rows or task.subject is None:
             return champion.unadapted()
         frame = pd.DataFrame.from_records(rows)
         try:
@@ -457,17 +483,17 @@ class IdempotencyKeyReused(DataError):
 
 
 def _device_task(name: str) -> Task:
-    """The task measurements belong to; InvalidRegistration when it does not depend on a device."""
+    """The task measurements belong to; InvalidRegistration when nothing of it adapts to them."""
     task = get_task(name)
-    if task.device_column is None:
+    if task.subject is None:
         raise InvalidRegistration(
             [
                 {
                     "type": "value_error",
                     "loc": ("task",),
                     "input": name,
-                    "msg": f"task {task.name!r} does not depend on a device; measurements adapt "
-                    "a device's model (e.g. gemm, nas-latency)",
+                    "msg": f"task {task.name!r} has nothing that measurements adapt; they adapt a "
+                    "device's model (e.g. gemm, nas-latency) or a kernel's (fpga)",
                 }
             ]
         )
@@ -554,27 +580,36 @@ def _measured_targets(task: Task, raw: dict) -> dict:
 
 
 def _validate_measurement(task: Task, fields: dict, measured: dict) -> tuple[BaseModel | None, list[dict]]:
-    """One measurement checked as the task's item (``fields``) plus measured targets (positive, finite;
-    at least one): the item, and the problems as pydantic errors located inside the measurement."""
+    """One measurement checked as the task's item (``fields``) plus measured targets (finite numbers
+    inside each target's domain: a positive time, a fraction of the board, 0 or 1 for an event; at
+    least one): the item, and the problems as pydantic errors located inside the measurement."""
     try:
         item = task.item.model_validate(fields)
     except ValidationError as exc:
         return None, [dict(error) for error in exc.errors(include_url=False)]
-    bad = [name for name, value in measured.items() if not _positive_number(value)]
+    bad = [name for name, value in measured.items() if not _measured_value(task.targets[name], value)]
     if measured and not bad:
         return item, []
     problem = {
         "type": "value_error",
         "loc": tuple(bad[:1] or ["targets"]),
-        "msg": f"needs positive, finite measured values for at least one of {list(task.targets)}",
+        "msg": f"needs finite measured values (positive times, fractions in [0, 1], 0 or 1 for an event) "
+        f"for at least one of {list(task.targets)}",
     }
     return None, [problem]
 
 
-def _positive_number(value: object) -> bool:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+def _measured_value(target: Target, value: object) -> bool:
+    """A number inside the target's domain and bounds (a bool only for an event)."""
+    if not isinstance(value, (int, float)) or (isinstance(value, bool) and not target.kind.event):
         return False
     try:
-        return math.isfinite(value) and value > 0
+        number = float(value)
     except OverflowError:  # an integer of 400 digits
         return False
+    if target.kind.event:
+        return number in (0.0, 1.0)
+    within = (target.lower is None or number >= target.lower) and (
+        target.upper is None or number <= target.upper
+    )
+    return math.isfinite(number) and within and bool(target.present(np.array([number]))[0])

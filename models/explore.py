@@ -19,13 +19,18 @@ import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.fpga import FpgaItem
 from preflight.models.inference import predict_items
-from preflight.models.predictor import Predictor
+from preflight.models.predictor import Estimates, Predictor
 from preflight.models.task import Task
 from preflight.models.whatif import ranks
+from scipy import stats
 
 RESOURCES = ("lut", "ff", "dsp", "bram")
 #: The share of a space's settings, most likely valid first, that may count as fitting.
 LIKELY_SHARE = 0.5
+#: How far (in within-kernel spreads of the features) a pick damps its neighbours' claim to the batch.
+DIVERSITY_LENGTH = 2.0
+#: An interval read as a normal spreads at most this much on its log scale (an unbounded one included).
+MAX_LOG_SPREAD = 10.0
 Estimate = dict[str, float | None]
 
 
@@ -45,6 +50,15 @@ class Explored:
     warnings: list[str]
 
 
+@dataclass
+class Exploration:
+    """Every setting's estimates, the feasible ones first (``designs``), and the settings to synthesize
+    next (``next``: indices into the given settings, in the order chosen)."""
+
+    designs: list[Explored]
+    next: list[int]
+
+
 def explore(
     task: Task,
     predictor: Predictor,
@@ -54,14 +68,19 @@ def explore(
     min_valid: float | None = None,
     likely_share: float = LIKELY_SHARE,
     coverage: float = 0.9,
-) -> list[Explored]:
-    """Every design's estimates, the feasible ones first by predicted cycles."""
-    estimates = predict_items(task, predictor, catalogue, list(designs), coverage).estimates
+    batch: int = 0,
+    synthesized: Sequence[tuple[Mapping[str, object], float | None]] = (),
+) -> Exploration:
+    """Every design's estimates, the feasible ones first by predicted cycles, and ``batch`` designs to
+    synthesize next among those not ``synthesized`` yet (their pragmas and measured cycles, None for a
+    design that did not fit; the fewest valid cycles is the incumbent)."""
+    prediction = predict_items(task, predictor, catalogue, list(designs), coverage)
+    estimates = prediction.estimates
     fits = feasible(estimates.value, limits, min_valid, likely_share).tolist()
     records = estimates.records()
     rank = ranks([r["cycles"]["value"] if ok else None for r, ok in zip(records, fits)])
     order = sorted(range(len(records)), key=lambda i: (rank[i] is None, rank[i] or 0, i))
-    return [
+    explored = [
         Explored(
             index=i,
             pragmas=dict(designs[i].pragmas),
@@ -75,6 +94,14 @@ def explore(
         )
         for i in order
     ]
+    done = [dict(pragmas) for pragmas, _ in synthesized]
+    open_ = np.array([i for i, d in enumerate(designs) if dict(d.pragmas) not in done], dtype=int)
+    if not batch or not len(open_):
+        return Exploration(explored, [])
+    measured = [c for _, c in synthesized if c is not None]
+    x = predictor.design_space(prediction.features.take(open_))
+    chosen = next_batch(estimates.take(open_), x, batch, min(measured, default=None), limits, coverage)
+    return Exploration(explored, open_[chosen].tolist())
 
 
 def feasible(
@@ -98,3 +125,53 @@ def feasible(
         if resource in values:
             fits &= (values[resource] <= limit).to_numpy()  # no estimate: not known to fit
     return fits
+
+
+def next_batch(
+    estimates: Estimates,
+    x: np.ndarray,
+    size: int,
+    incumbent: float | None = None,
+    limits: Mapping[str, float] | None = None,
+    coverage: float = 0.9,
+) -> list[int]:
+    """The candidates to synthesize next, in the order chosen: by expected improvement in cycles over
+    ``incumbent`` (the fewest cycles of a valid design synthesized so far; none: over the slowest
+    candidate, so that the first batch looks for fast designs likely to fit) times the probability
+    of fitting (P(valid) times, per limited resource, the probability of staying within its limit),
+    each pick damping the candidates near it (``x``: their scaled features) so that a batch
+    spreads over the space rather than testing one neighbourhood ten times."""
+    z = stats.norm.ppf(0.5 + coverage / 2)
+    log_cycles, spread = _log_normal(estimates, "cycles", z)
+    best = np.nanmax(log_cycles) if incumbent is None else np.log(incumbent)
+    gain = best - log_cycles
+    expected = gain * stats.norm.cdf(gain / spread) + spread * stats.norm.pdf(gain / spread)
+    score = np.nan_to_num(expected * fit_probability(estimates, limits or {}, z), nan=0.0)
+    chosen: list[int] = []
+    for _ in range(min(size, len(score))):
+        pick = int(np.argmax(np.where(np.isin(np.arange(len(score)), chosen), -np.inf, score)))
+        chosen.append(pick)
+        distance = np.sum((x - x[pick]) ** 2, axis=1)
+        score = score * (1 - np.exp(-distance / (2 * DIVERSITY_LENGTH**2)))
+    return chosen
+
+
+def fit_probability(estimates: Estimates, limits: Mapping[str, float], z: float) -> np.ndarray:
+    """P(valid) times, per limited resource, the probability that it stays within its limit (normal on
+    the target's log1p scale, its spread read from the interval)."""
+    probability = estimates.value["valid"].to_numpy(dtype=float)
+    for resource, limit in limits.items():
+        if resource in estimates.value:
+            center, spread = _log_normal(estimates, resource, z, log=np.log1p)
+            probability = probability * np.nan_to_num(
+                stats.norm.cdf((np.log1p(limit) - center) / spread), nan=1.0
+            )
+    return probability
+
+
+def _log_normal(estimates: Estimates, target: str, z: float, log=np.log) -> tuple[np.ndarray, np.ndarray]:
+    """An estimate and its interval as a normal on a log scale: center and spread."""
+    value, low, high = (
+        log(frame[target].to_numpy(dtype=float)) for frame in (estimates.value, estimates.low, estimates.high)
+    )
+    return value, np.clip((high - low) / (2 * z), 1e-3, MAX_LOG_SPREAD)

@@ -179,6 +179,20 @@ class DeviceRegistration(BaseModel):
     )
 
 
+class DesignsRegistration(BaseModel):
+    """Synthesized designs of one kernel (named by the path) with what synthesis gave."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    designs: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_MEASUREMENTS,
+        description="each an fpga item's fields but the kernel (pragmas, tool, graph for a kernel given by "
+        "its graph) plus what synthesis gave: valid (0 or 1) and, for a design that fits, cycles and "
+        "lut, ff, dsp, bram as fractions of the board",
+    )
+
+
 class EarlyStopRequest(CurveItem):
     """A partial learning curve, the run's budget, and the accuracy to beat."""
 
@@ -425,6 +439,19 @@ class ExploreRequest(BaseModel):
         None, ge=0, le=1, description="also require at least this P(valid); none: the share alone"
     )
     coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
+    synthesized: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=MAX_MEASUREMENTS,
+        description="designs of this kernel synthesized so far, as registered ones are (pragmas plus "
+        "valid, cycles, lut, ff, dsp, bram): they adapt this answer only (register them to keep them)",
+    )
+    batch: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_ITEMS,
+        description="how many designs to synthesize next (``next``): chosen for expected improvement over "
+        "the best valid design synthesized, the probability of fitting, and spread over the space",
+    )
 
     def designs_as_items(self, settings: Settings) -> list[FpgaItem]:
         """One item per setting, the kernel found in ``settings``' datasets; a ValueError says what is
@@ -463,6 +490,12 @@ class ExploreResponse(BaseModel):
     best: int | None = Field(description="index of the feasible setting with the fewest predicted cycles")
     coverage: float
     designs: list[ExploredDesign] = Field(description="feasible settings first, fewest cycles first")
+    next: list[int] = Field(
+        default_factory=list, description="indices of the designs to synthesize next, in the order chosen"
+    )
+    measured: int = Field(
+        0, description="designs of this kernel the answer is adapted to (registered or sent)"
+    )
 
 
 class TaskReadiness(BaseModel):

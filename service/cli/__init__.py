@@ -333,6 +333,30 @@ def devices(
         render.devices(found)
 
 
+@app.command("register-designs")
+def register_designs(
+    kernel: Annotated[
+        str, typer.Argument(help="a known kernel's name, or a name for the graph each design carries")
+    ],
+    designs: Annotated[
+        Path,
+        typer.Argument(
+            help="a JSON list (or JSON lines) of synthesized designs: pragmas, tool, valid, cycles..."
+        ),
+    ],
+) -> None:
+    """Synthesized designs of an FPGA kernel, which adapt that kernel's estimates only (checked as the
+    service checks them); prints the kernel with the count of its designs held."""
+    _logging()
+    text = designs.read_text()
+    rows = (
+        json.loads(text)
+        if text.lstrip().startswith("[")
+        else [json.loads(line) for line in text.splitlines() if line.strip()]
+    )
+    typer.echo(preflight.register_designs(kernel, rows).model_dump_json())
+
+
 @data_app.command("list")
 def data_list(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per source")] = False,

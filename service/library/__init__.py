@@ -6,6 +6,7 @@
     preflight.devices("h100")                 # the catalogue, or the device a name means
     preflight.register_device({"id": "lab-gpu", "name": "Lab GPU", "kind": "gpu", ...})
     preflight.measure("lab-gpu", "gemm", [{"m": 4096, "n": 4096, "k": 4096, "runtime_ms": 2.1}])
+    preflight.register_designs("gemm-p", [{"pragmas": {"__PARA__L0": 4}, "valid": 1, "cycles": 5200}])
     model = preflight.load("gemm")            # the champion (version="3" for another), adapted to them
     model.predict([{"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "h100"}])
     result = preflight.evaluate("gemm", split="device")   # grouped cross-validation beside the baseline
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from preflight.data.catalogue import Catalogue, DeviceSpec
     from preflight.data.settings import Settings
     from preflight.models.analysis import Evaluation
-    from preflight.models.devices import Champion, DevicePublic, DeviceRegistry
+    from preflight.models.devices import Champion, DevicePublic, DeviceRegistry, SubjectPublic
     from preflight.models.inference import Prediction
     from preflight.models.predictor import Predictor
     from preflight.models.task import Task
@@ -56,6 +57,7 @@ __all__ = [
     "load",
     "measure",
     "predict",
+    "register_designs",
     "register_device",
     "remove_device",
     "remove_measurements",
@@ -184,6 +186,21 @@ def measure(
     checked as the service checks them (``InvalidRegistration``, ``ImplausibleMeasurements`` name each
     bad row and why) and adapt the task's model for that device only. The device, with its counts."""
     return _register(None, device, task, measurements, home)
+
+
+def register_designs(
+    kernel: str, designs: Iterable[dict[str, Any]], home: str | Path | None = None
+) -> SubjectPublic:
+    """Add synthesized designs of an FPGA kernel (a known kernel's name, or any name with the kernel's
+    ``graph`` in each design): each an fpga item's fields but the kernel plus what synthesis gave,
+    e.g. ``{"pragmas": {"__PARA__L0": 4}, "valid": 1, "cycles": 5200, "lut": 0.1, "ff": 0.05, "dsp":
+    0.02, "bram": 0.01}`` or ``{"pragmas": {...}, "valid": 0}``. Checked as the service checks them;
+    they adapt that kernel's estimates only. The kernel, with the count of its designs held."""
+    config = settings(home)
+    registry = _registry(config)
+    registration = registry.subject_registration("fpga", kernel, list(designs))
+    registry.register(registration, lambda name: _champion(config, name))
+    return registry.describe_subject(_task("fpga"), kernel)
 
 
 def remove_device(name: str, home: str | Path | None = None) -> DeviceSpec:

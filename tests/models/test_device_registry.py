@@ -97,9 +97,9 @@ def test_bad_measurements_are_refused_each_with_its_field_and_nothing_is_stored(
     assert not (tmp_path / "home" / "measurements.json").exists()
 
 
-def test_measurements_of_a_task_without_devices_are_refused(tmp_path):
+def test_measurements_of_a_task_that_adapts_to_nothing_are_refused(tmp_path):
     registry = DeviceRegistry.open(Settings(home=tmp_path / "home"))
-    with pytest.raises(InvalidRegistration, match="does not depend on a device") as refused:
+    with pytest.raises(InvalidRegistration, match="has nothing that measurements adapt") as refused:
         registry.registration(None, "H100 SXM5", "nas-accuracy", [{"accuracy": 0.9}])
     assert refused.value.errors[0]["loc"] == ("task",)
 

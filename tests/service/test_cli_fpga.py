@@ -30,3 +30,27 @@ def test_grouped_cv_by_kernel_through_the_cli(tmp_path, monkeypatch):
     report = json.loads(result.stdout)
     assert report["split"] == "kernel" and report["n_test"] == 36 * len(KERNELS)
     assert report["metrics"]["valid"]["auc"] > 0.5  # what fits follows the unrolling on any kernel
+
+
+def test_a_new_kernels_designs_given_as_shots_through_the_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    held_out = ("k-stencil",)
+    train = write_hlsyn(tmp_path / "train", kernels=tuple(k for k in KERNELS if k not in held_out))
+    test = write_hlsyn(tmp_path / "test", kernels=held_out)
+    zero = evaluate_files("fpga", "hlsyn", train, test, "--split", "kernel")
+    adapted = evaluate_files("fpga", "hlsyn", train, test, "--split", "kernel", "--shots", "10")
+    assert adapted["n_test"] == zero["n_test"] - 10
+    cycles = adapted["metrics"]["cycles"]["k-stencil"]  # metrics per held-out kernel with shots
+    assert cycles["rmse_log10"] < zero["metrics"]["cycles"]["rmse_log10"]
+
+
+def test_synthesized_designs_are_registered_through_the_cli(home, tmp_path, monkeypatch):
+    write_hlsyn(tmp_path / "datasets", designs_per_kernel=0)
+    monkeypatch.setenv("PREFLIGHT_DATASETS", str(tmp_path / "datasets"))
+    monkeypatch.setenv("PREFLIGHT_HOME", str(home))
+    designs = tmp_path / "designs.jsonl"
+    rows = [{"pragmas": {"__PARA__L1": f}, "valid": 1, "cycles": 1000 * f} for f in (1, 2, 4)]
+    designs.write_text("\n".join(json.dumps(row) for row in rows))
+    result = runner.invoke(app, ["register-designs", "k-mvt", str(designs)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"task": "fpga", "subject": "k-mvt", "measurements": 3}

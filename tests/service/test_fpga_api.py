@@ -1,6 +1,7 @@
 """FPGA designs over HTTP: predictions from a kernel's name or its graph, exploration ranked by
 cycles within resource limits, and malformed graphs and pragmas refused with a clear 4xx."""
 
+import numpy as np
 import pytest
 
 from tests.client import api_client
@@ -15,6 +16,15 @@ def client(trained_home, tmp_path, monkeypatch):
     write_hlsyn(tmp_path / "datasets", designs_per_kernel=0)  # the kernels' graphs, found by name
     monkeypatch.setenv("PREFLIGHT_DATASETS", str(tmp_path / "datasets"))
     with api_client(trained_home) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def own_client(home, tmp_path, monkeypatch):
+    """A client on a private copy of the trained home: registrations stay in it."""
+    write_hlsyn(tmp_path / "datasets", designs_per_kernel=0)
+    monkeypatch.setenv("PREFLIGHT_DATASETS", str(tmp_path / "datasets"))
+    with api_client(home) as test_client:
         yield test_client
 
 
@@ -95,3 +105,84 @@ def test_bad_designs_are_refused_naming_the_problem(client, path, body, status, 
     response = client.post(f"/v1/fpga/{path}", json=body)
     assert response.status_code == status, response.text
     assert needle in response.text
+
+
+def _predict(client, kernel: str, factors: list[int]) -> list[dict]:
+    items = [{"kernel": kernel, "pragmas": {"__PARA__L1": f}} for f in factors]
+    response = client.post("/v1/fpga/predict", json={"items": items})
+    assert response.status_code == 200, response.text
+    return response.json()["predictions"]
+
+
+def test_synthesized_designs_adapt_their_kernel_only(own_client):
+    client = own_client
+    factors = [1, 2, 4, 8, 16]
+    gemm_before, mvt_before = _predict(client, "k-gemm", factors), _predict(client, "k-mvt", factors)
+    assert all("unseen:kernel=k-mvt" not in p["warnings"] for p in mvt_before)  # a training kernel
+    truth = [4_000_000 / f for f in factors]  # far slower than the model thinks
+    designs = [
+        {
+            "pragmas": {"__PARA__L1": f},
+            "valid": 1,
+            "cycles": c,
+            "lut": 0.1,
+            "ff": 0.05,
+            "dsp": 0.02,
+            "bram": 0.01,
+        }
+        for f, c in zip(factors, truth)
+    ] + [{"pragmas": {"__PARA__L0": 64, "__PARA__L1": 64}, "valid": 0}]
+    response = client.post("/v1/fpga/kernels/k-mvt/designs", json={"designs": designs})
+    assert response.status_code == 201, response.text
+    assert response.json() == {"task": "fpga", "subject": "k-mvt", "measurements": 6}
+    assert client.get("/v1/fpga/kernels/k-mvt/designs").json()["measurements"] == 6
+    gemm_after, mvt_after = _predict(client, "k-gemm", factors), _predict(client, "k-mvt", factors)
+    assert gemm_after == gemm_before  # bit for bit
+    for before, after, c in zip(mvt_before, mvt_after, truth):
+        assert abs(np.log(after["cycles"]["value"] / c)) < abs(np.log(before["cycles"]["value"] / c))
+        assert "adapted:5" in after["warnings"] or "adapted:6" in after["warnings"]
+
+
+def test_explore_names_the_next_designs_to_synthesize(client):
+    designs = [{"__PARA__L1": f, "__PARA__L0": g} for f in (1, 2, 4, 8, 16) for g in (1, 4, 16)]
+    synthesized = [
+        {"pragmas": designs[0], "valid": 1, "cycles": 50_000, "lut": 0.1, "ff": 0.1, "dsp": 0.1, "bram": 0.1}
+    ]
+    body = {"kernel": "k-mvt", "designs": designs, "batch": 4, "synthesized": synthesized}
+    response = client.post("/v1/fpga/explore", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert len(result["next"]) == 4 == len(set(result["next"])) and 0 not in result["next"]
+    assert result["measured"] == 1 and result["model"]["adaptation"].startswith("shots:1:")
+    assert response.headers["X-Preflight-Adaptation"] == result["model"]["adaptation"]
+    plain = client.post("/v1/fpga/explore", json={"kernel": "k-mvt", "designs": designs}).json()
+    assert plain["next"] == [] and plain["measured"] == 0
+
+
+@pytest.mark.parametrize(
+    ("design", "field"),
+    [
+        ({"pragmas": {"__PARA__L1": 2}, "valid": 2}, "valid"),
+        ({"pragmas": {"__PARA__L1": 2}, "valid": 1, "lut": 1.5}, "lut"),
+        ({"pragmas": {"__PARA__L9": 2}, "valid": 1}, "pragmas"),
+    ],
+)
+def test_a_bad_synthesized_design_is_refused_naming_its_field(own_client, design, field):
+    client = own_client
+    response = client.post(
+        "/v1/fpga/kernels/k-mvt/designs", json={"designs": [{"pragmas": {}, "valid": 1}, design]}
+    )
+    assert response.status_code == 422, response.text
+    assert any(e["loc"][:3] == ["body", "designs", 1] and field in str(e) for e in response.json()["detail"])
+    assert client.get("/v1/fpga/kernels/k-mvt/designs").json()["measurements"] == 0  # nothing registered
+
+
+def test_a_kernel_never_seen_is_flagged_with_its_zero_shot_quality(client):
+    response = client.post(
+        "/v1/fpga/predict", json={"items": [{"graph": GEMM, "pragmas": {"__PARA__L2": 8}}]}
+    )
+    prediction = response.json()["predictions"][0]
+    unseen = next(w for w in prediction["warnings"] if w.startswith("unseen:kernel=graph:"))
+    explained = client.post("/v1/ood-reasons/explain", json={"task": "fpga", "warnings": [unseen]})
+    text = explained.json()[0]["text"]
+    assert "zero-shot" in text and "valid ROC AUC" in text and "cycles median APE" in text, text
