@@ -5,13 +5,17 @@ A design is a kernel (its program graph, ``program_graph.py``) plus a value for 
 placeholder of the graph: ``__PARA__L<i>`` a loop's parallel (unroll) factor, ``__PIPE__L<i>`` its
 pipeline mode and ``__TILE__L<i>`` its tile factor (Merlin's pragmas, as HLSyn sets them). A
 placeholder a design leaves out takes the value that leaves the loop as written (factor 1, ``off``).
+A design may also carry its kernel's C source with the same placeholders (``code``; not ``source``,
+which names a table's dataset), from which the tree reads what each knob's loop does
+(``features/fpga_source.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -36,6 +40,11 @@ TOOLS: tuple[str, ...] = ("v18", "v20")
 #: The board HLSyn's designs were synthesized for, and a design's board unless it names another.
 BOARD = "xilinx-alveo-u200"
 Tool = Literal["v18", "v20"]
+#: The largest C source accepted inline (HLSyn's largest, aes, has about 15,000 characters), and the
+#: most ``for`` loops one may have (HLSyn's most: 8).
+MAX_SOURCE_CHARS, MAX_SOURCE_LOOPS = 100_000, 64
+_SOURCE_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+(?:_\d+)*)\}")
+_LOOP = re.compile(r"\bfor\s*\(")
 
 
 def knob_kind(placeholder: str) -> str:
@@ -90,29 +99,61 @@ def known_kernels(datasets: Path | None) -> dict[str, str]:
     per datasets folder)."""
     from preflight.data.sources import hlsyn
 
+    return _known_files(datasets, hlsyn.GRAPHS, "_processed_result.gexf", hlsyn.kernel_graph)
+
+
+@lru_cache(maxsize=8)
+def known_sources(datasets: Path | None) -> dict[str, str]:
+    """Kernels whose C sources the configured datasets hold, with each source's path (read once per
+    datasets folder)."""
+    from preflight.data.sources import hlsyn
+
+    return _known_files(datasets, hlsyn.SOURCES, "_kernel.c", hlsyn.kernel_source)
+
+
+def _known_files(
+    datasets: Path | None, files: Path, suffix: str, find: Callable[[Path, str], str]
+) -> dict[str, str]:
+    """Each kernel with a file ``<kernel>{suffix}`` in the HLSyn folder ``files`` of the datasets, and
+    the file's path (``find``)."""
+    from preflight.data.sources import hlsyn
+
     folder = None if datasets is None else datasets / Path(hlsyn.FILE).parent
-    if folder is None or not (folder / hlsyn.GRAPHS).is_dir():
+    if folder is None or not (folder / files).is_dir():
         return {}
-    names = {p.name.removesuffix("_processed_result.gexf") for p in (folder / hlsyn.GRAPHS).glob("*.gexf")}
+    names = {p.name.removesuffix(suffix) for p in (folder / files).glob(f"*{suffix}")}
     kernels = names | {n.split("_")[0] for n in names}  # a MachSuite variant answers to its kernel
-    return {k: path for k in sorted(kernels) if (path := hlsyn.kernel_graph(folder, k))}
+    return {k: path for k in sorted(kernels) if (path := find(folder, k))}
+
+
+def is_source_text(spec: str) -> bool:
+    """Whether a source is C text rather than a file's path: C spans lines or has braces or ``;``."""
+    return any(mark in spec for mark in "\n{;")
 
 
 #: Work units of a design (``models/budget.py``): parsing its graph and checking its pragmas costs
 #: about twenty GEMM estimates, plus one per four nodes or edges of a graph sent inline (GEXF text: per
-#: hundred characters).
+#: hundred characters) and one per hundred characters of a C source sent inline.
 DESIGN_COST, GRAPH_ELEMENTS_PER_UNIT, GEXF_CHARACTERS_PER_UNIT = 20, 4, 100
+SOURCE_CHARACTERS_PER_UNIT = 100
 
 
 def item_cost(raw: dict) -> float:
     """A design's work from its raw fields."""
-    graph = raw.get("graph")
+    code = raw.get("code")
+    return (
+        DESIGN_COST
+        + _graph_cost(raw.get("graph"))
+        + (len(code) / SOURCE_CHARACTERS_PER_UNIT if isinstance(code, str) else 0.0)
+    )
+
+
+def _graph_cost(graph: object) -> float:
     if isinstance(graph, dict):
-        elements = sum(len(v) for v in graph.values() if isinstance(v, list))
-        return DESIGN_COST + elements / GRAPH_ELEMENTS_PER_UNIT
+        return sum(len(v) for v in graph.values() if isinstance(v, list)) / GRAPH_ELEMENTS_PER_UNIT
     if isinstance(graph, str):
-        return DESIGN_COST + len(graph) / GEXF_CHARACTERS_PER_UNIT
-    return DESIGN_COST
+        return len(graph) / GEXF_CHARACTERS_PER_UNIT
+    return 0.0
 
 
 class FpgaItem(BaseModel):
@@ -140,16 +181,24 @@ class FpgaItem(BaseModel):
     )
     tool: Tool = Field(default="v20", description="v18: SDx 2018.3; v20: Vitis 2020.2")
     device: str = Field(default=BOARD, description="the FPGA board (a catalogue device of kind fpga)")
+    code: str = Field(
+        default="",
+        max_length=MAX_SOURCE_CHARS,
+        description="the kernel's C source with the graph's pragma placeholders "
+        "(#pragma ACCEL PARALLEL FACTOR=auto{__PARA__L0} before a loop); empty: the named kernel's known "
+        "source when the datasets hold one, else none (the model then does without it)",
+    )
 
     @model_validator(mode="after")
     def _resolve(self, info: ValidationInfo) -> FpgaItem:
         """The graph resolved (from the kernel's name where none is given, in the datasets of the
-        settings the caller validates with) and parsed, and the pragmas checked against its
-        placeholders."""
+        settings the caller validates with) and parsed, the pragmas checked against its
+        placeholders, and the C source checked or, where none is given, resolved like the graph."""
+        datasets = Settings.of_context(info.context).datasets
         if isinstance(self.graph, dict):
             self.graph = json.dumps(self.graph, sort_keys=True)
         if not self.graph:
-            self.graph = _known_graph(self.kernel, Settings.of_context(info.context).datasets)
+            self.graph = _known_graph(self.kernel, datasets)
         elif not self.graph.lstrip().startswith(("<", "{")):  # never a path on the server's disk
             raise ValueError("graph: GEXF text (<gexf ...>) or a JSON object of nodes and edges")
         elif not self.kernel:
@@ -159,6 +208,10 @@ class FpgaItem(BaseModel):
         except DataError as exc:
             raise ValueError(f"graph: {exc}") from exc
         self.pragmas = design_pragmas(self.pragmas, graph.placeholders)
+        if self.code:
+            _check_code(self.code, graph.placeholders)
+        elif self.kernel in (known := known_sources(datasets)):
+            self.code = _known_source(known[self.kernel], graph.placeholders)
         return self
 
 
@@ -172,3 +225,32 @@ def _known_graph(kernel: str, datasets: Path | None) -> str:
         ", ".join(known) if known else "none (set PREFLIGHT_DATASETS to HLSyn's graphs, or send the graph)"
     )
     raise ValueError(f"kernel: no program graph is known for {kernel!r}; known kernels: {listed}")
+
+
+def _check_code(code: str, placeholders: Collection[str]) -> None:
+    """A client's C source: text (never a path on the server's disk) of a kernel whose placeholders
+    the graph has, with at most ``MAX_SOURCE_LOOPS`` loops."""
+    if not is_source_text(code):
+        raise ValueError(
+            "code: the kernel's C source text (with #pragma ACCEL placeholders), not a file's path"
+        )
+    if unknown := sorted(set(_SOURCE_PLACEHOLDER.findall(code)) - set(placeholders)):
+        raise ValueError(f"code: placeholders the graph lacks: {', '.join(unknown)}")
+    if (loops := len(_LOOP.findall(code))) > MAX_SOURCE_LOOPS:
+        raise ValueError(f"code: {loops} loops; at most {MAX_SOURCE_LOOPS}")
+
+
+def _known_source(path: str, placeholders: Collection[str]) -> str:
+    """A known kernel's source path, or "" when it names placeholders the graph lacks (a graph sent
+    for another kernel under a known kernel's name)."""
+    names = _source_placeholders(path)
+    return path if names is not None and names <= set(placeholders) else ""
+
+
+@lru_cache(maxsize=64)
+def _source_placeholders(path: str) -> frozenset[str] | None:
+    """The placeholders a known source names (None if it cannot be read)."""
+    try:
+        return frozenset(_SOURCE_PLACEHOLDER.findall(Path(path).read_text()))
+    except (OSError, UnicodeDecodeError):
+        return None

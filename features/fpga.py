@@ -6,7 +6,9 @@ and the size a constant or an array type states (loop bounds, buffer sizes: what
 and what BRAM holds). Edges run both ways, so a pragma node hears its loop and the loop hears it.
 A design's values sit in ``Graphs.slots`` on the placeholder nodes: log2 of the parallel and tile
 factors and the pipeline mode, one-hot. The graph is only read from the path or text a row carries
-(``program_graph.load_graph``, parsed once per graph).
+(``program_graph.load_graph``, parsed once per graph). Where a row also carries its kernel's C source
+(``code``: a path from the dataset loader or C text from an item), the ``src_*`` columns say what
+the design's knobs do to the loops they annotate (``fpga_source.py``); NaN without one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from preflight.data.errors import DataError
 from preflight.data.fpga import BOARD, PIPELINE_MODES, knob_kind, pipeline_mode, with_defaults
 from preflight.data.program_graph import ProgramGraph, load_graph
 from preflight.features import CONTEXT_PREFIX, Features, GraphArrays, Graphs, Slots
+from preflight.features.fpga_source import SOURCE_COLUMNS, load_source, source_statistics
 
 TARGETS = ("cycles", "lut", "ff", "dsp", "bram", "valid")
 NODE_KINDS = 4  # ProGraML: 0 instruction, 1 variable, 2 constant, 3 pragma
@@ -61,6 +64,7 @@ def design(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         [
             graph_statistics(graphs, trips).iloc[index].reset_index(drop=True),
             pragma_statistics(pragmas, [trips[i] for i in index]),
+            source_columns(rows, pragmas),
             pd.DataFrame({f"{CONTEXT_PREFIX}tool_v20": tool}),
         ],
         axis=1,
@@ -80,6 +84,16 @@ def design(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
         reference=pd.DataFrame(np.nan, index=X.index, columns=list(TARGETS)),
         meta=meta,
         graphs=Graphs(keys, index, lambda spec: node_arrays(load_graph(spec)), slots=slots),
+    )
+
+
+def source_columns(rows: pd.DataFrame, pragmas: Sequence[Mapping[str, object]]) -> pd.DataFrame:
+    """Each design's ``src_*`` columns from its kernel's C source (``code``, each parsed once; NaN for a
+    row without one, or rows without a ``code`` column)."""
+    specs = rows["code"].fillna("").astype(str) if "code" in rows else pd.Series([""] * len(rows))
+    sources = {spec: load_source(spec) for spec in dict.fromkeys(specs)}
+    return pd.DataFrame(
+        [source_statistics(p, sources[spec]) for p, spec in zip(pragmas, specs)], columns=list(SOURCE_COLUMNS)
     )
 
 

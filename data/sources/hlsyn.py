@@ -8,7 +8,8 @@ or empty for Merlin's default pipeline, ``__TILE__L<i>`` tile factors), whether 
 the device (``valid``), and for valid designs the latency in cycles and the LUT/FF/DSP/BRAM use as
 fractions of the device. Each kernel's ProGraML graph lies beside the file in
 ``hlsyn_raw/graphs/<kernel>_processed_result.gexf`` (``graph``: its path, empty where absent;
-``kernel_graph``).
+``kernel_graph``), and its C source with the pragma placeholders in ``hlsyn_raw/sources/<kernel>_kernel.c``
+(``code``: its path, empty where absent; ``kernel_source``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_
 SOURCE = "hlsyn"
 FILE = "fpga/hlsyn_designs.csv"
 GRAPHS = Path("hlsyn_raw") / "graphs"
+SOURCES = Path("hlsyn_raw") / "sources"
 REQUIRED = ["tool_version", "kernel", "design_key", "valid", "perf_cycles", "util_LUT", "util_FF",
             "util_DSP", "util_BRAM", "pragmas"]  # fmt: skip
 #: Published column -> canonical target (resources as fractions of the device).
@@ -50,6 +52,7 @@ def load(path: Path) -> Loaded:
             "pragmas": pragmas.map(lambda p: json.dumps(p, sort_keys=True) if p is not None else ""),
             "valid": valid.astype(float),
             "graph": kernel.map(lambda k: kernel_graph(path.parent, k)),
+            "code": kernel.map(lambda k: kernel_source(path.parent, k)),
             "device": BOARD,
         }
     )
@@ -79,9 +82,18 @@ def kernel_graph(folder: Path, kernel: str) -> str:
     """The path of a kernel's graph beside a designs file in ``folder`` ("" if there is none):
     ``<kernel>_processed_result.gexf``, else the one MachSuite variant ``<kernel>_<variant>_...``
     (``stencil`` → ``stencil_stencil2d``)."""
-    graphs = folder / GRAPHS
-    exact = graphs / f"{kernel}_processed_result.gexf"
+    return _kernel_file(folder / GRAPHS, kernel, "_processed_result.gexf")
+
+
+def kernel_source(folder: Path, kernel: str) -> str:
+    """The path of a kernel's C source beside a designs file in ``folder`` ("" if there is none):
+    ``<kernel>_kernel.c``, else the one MachSuite variant's (``stencil`` → ``stencil_stencil2d``)."""
+    return _kernel_file(folder / SOURCES, kernel, "_kernel.c")
+
+
+def _kernel_file(files: Path, kernel: str, suffix: str) -> str:
+    exact = files / f"{kernel}{suffix}"
     if exact.is_file():
         return str(exact)
-    variants = sorted(graphs.glob(f"{kernel}_*_processed_result.gexf"))
+    variants = sorted(files.glob(f"{kernel}_*{suffix}"))
     return str(variants[0]) if len(variants) == 1 else ""
