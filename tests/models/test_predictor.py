@@ -194,7 +194,7 @@ def test_targets_a_seen_device_was_never_measured_for_are_named(fitted, catalogu
     m40 = features.meta["device_id"][lacking].iloc[0]
     only_p100.shots_ = {m40: {"runtime_ms": {}}}  # measured by the user since
     devices = features.meta["device_id"].to_numpy()
-    assert all(r == [] for r in only_p100._reasons(features, devices, ["runtime_ms"]))
+    assert all(r == [] for r in only_p100._reasons(features, devices, devices, ["runtime_ms"]))
     assert "device has no runtime_ms measurements" in predictor.explain("unmeasured:runtime_ms")
 
 
@@ -231,7 +231,7 @@ def test_records_hold_none_for_non_finite_estimates_and_say_which_are_missing():
 
 def test_codes_are_documented_and_unknown_warnings_read_as_themselves(fitted):
     predictor, _, _ = fitted
-    assert set(CODES) == {"unseen", "range", "absent", "unmeasured", "missing", "prior"}
+    assert set(CODES) == {"unseen", "range", "absent", "unmeasured", "missing", "prior", "adapted"}
     assert predictor.explain("power_w, energy_j: a task's note") == "power_w, energy_j: a task's note"
 
 
