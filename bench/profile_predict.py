@@ -40,9 +40,10 @@ import numpy as np
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models import artifacts, tracking
+from preflight.models.actions import ModelInfoPublic
 from preflight.models.predictor import Predictor
 from preflight.models.task import get_task
-from preflight.service.schemas import ModelInfoPublic, PredictResponse, predict_request
+from preflight.service.schemas import PredictResponse, predict_request
 from pydantic import TypeAdapter
 from serve_latency import DEVICES, DTYPES, MAX_DIM  # the same item mix as the latency benchmark
 

@@ -4,8 +4,10 @@ PreflightError
 ├── UsageError         an option or argument that cannot work (a family the task lacks,
 │                      an unknown split, --train without --test)           → 400 / CLI exit 2
 ├── DataError          a source file that cannot be read or validated      → 422 / CLI exit 1
-│   └── OverBudget     a request that asks for more work than one may: names
-│                      the item where the budget ran out, and by how much  → 422
+│   ├── OverBudget     a request that asks for more work than one may: names
+│   │                  the item where the budget ran out, and by how much  → 422
+│   └── InvalidFields  a request whose fields each validate but that cannot be
+│                      answered as given: each error names its field       → 422 (as pydantic's)
 ├── UnknownTask        lists the known task names                          → 404 / CLI exit 2
 ├── UnknownDevice      lists close matches from the catalogue, and the
 │   │                  items of a batch that name it                       → 404 / CLI exit 1
@@ -46,6 +48,22 @@ class OverBudget(DataError):
     def __init__(self, message: str, loc: list[str | int]) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+class InvalidFields(DataError):
+    """A request that cannot be answered as given though each field validated on its own (a design
+    its kernel's graph cannot take, a measurement against the roofline): ``errors`` as pydantic's,
+    each ``loc`` inside the request's body (``("measurements", 3, "m")``)."""
+
+    def __init__(self, errors: list[dict]) -> None:
+        self.errors = errors
+        where = (f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
+        super().__init__(f"{len(errors)} problem(s): {'; '.join(where)}")
+
+    def under(self, field: str) -> InvalidFields:
+        """The same errors, located under the body's ``field`` instead of their own first part (the
+        designs of a registration sent as a request's ``synthesized``)."""
+        return InvalidFields([{**e, "loc": (field, *e["loc"][1:])} for e in self.errors])
 
 
 class Cancelled(PreflightError):

@@ -29,7 +29,7 @@ from typing import Any, get_args
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.errors import DataError, DeviceConflict, PreflightError, UnknownTask
+from preflight.data.errors import DataError, DeviceConflict, InvalidFields, PreflightError, UnknownTask
 from preflight.data.settings import Settings
 from preflight.data.store import (
     JOURNAL,
@@ -447,14 +447,9 @@ class DeviceRegistry:
         )
 
 
-class InvalidRegistration(DataError):
-    """A registration that cannot be carried out as given: ``errors`` as pydantic's, each ``loc``
-    inside the registration (``("measurements", 3, "m")``)."""
-
-    def __init__(self, errors: list[dict]) -> None:
-        self.errors = errors
-        where = (f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
-        super().__init__(f"{len(errors)} problem(s): {'; '.join(where)}")
+class InvalidRegistration(InvalidFields):
+    """A registration that cannot be carried out as given: each error's ``loc`` inside the
+    registration (``("measurements", 3, "m")``)."""
 
 
 class ImplausibleMeasurements(InvalidRegistration):

@@ -16,13 +16,16 @@ lattice; without n, ties count half or more.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from preflight.data.catalogue import Catalogue
 from preflight.data.nas import CurveItem
+from preflight.models.actions import Estimate, ModelInfoPublic, Served
 from preflight.models.inference import predict_items
 from preflight.models.predictor import Predictor
 from preflight.models.task import Task
+from pydantic import BaseModel, Field, StrictFloat, StrictInt
 
 RULE = "stop when P(final accuracy > incumbent) < risk; continue otherwise"
 DEFAULT_RISK = 0.05
@@ -91,4 +94,64 @@ def decide(
     reason = f"P(final > incumbent) = {p_beat:.3f} {'<' if stopping else '>='} risk {risk}"
     return Decision(
         record[target], p_beat, "stop" if stopping else "continue", reason, record["ood"], record["warnings"]
+    )
+
+
+class EarlyStopRequest(CurveItem):
+    """A partial learning curve, the run's budget, and the accuracy to beat."""
+
+    incumbent: StrictFloat | None = Field(
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="the best final accuracy so far (a fraction); none yet: continue",
+    )
+    risk: StrictFloat = Field(
+        DEFAULT_RISK,
+        gt=0,
+        lt=1,
+        description="stop when P(final > incumbent) falls below this; "
+        "P is a share of k neighbouring calibration residuals (k >= 30) and stays above 1/(k+1), "
+        "about 0.03 on the shipped curves, so a risk below that stops only runs that cannot win",
+    )
+    valid_size: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="examples the accuracy is measured on: with it, a final "
+        "accuracy equal to the incumbent's does not count as beating it",
+    )
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")
+
+
+class EarlyStopResponse(BaseModel):
+    model: ModelInfoPublic
+    final_accuracy: Estimate
+    p_beat_incumbent: float | None = Field(
+        description="P(final accuracy > incumbent); null without an incumbent"
+    )
+    decision: Literal["stop", "continue"]
+    reason: str
+    rule: str = Field(RULE, description="the decision rule")
+    ood: bool
+    warnings: list[str]
+
+
+def early_stop(served: Served, run: EarlyStopRequest) -> EarlyStopResponse:
+    """Stop or continue a training run, from its partial learning curve.
+
+    The run's predicted final accuracy with its interval, P(final > incumbent), and stop/continue
+    under the rule ``stop when P < risk`` (see ``rule`` in the answer)."""
+    decision = decide(
+        served.task, served.predictor, served.catalogue, run, run.incumbent, run.risk, run.coverage,
+        run.valid_size,
+    )  # fmt: skip
+    return EarlyStopResponse(
+        model=served.model(),
+        final_accuracy=Estimate(**decision.final),
+        p_beat_incumbent=decision.p_beat,
+        decision=decision.decision,  # type: ignore[arg-type]
+        reason=decision.reason,
+        ood=decision.ood,
+        warnings=decision.warnings,
     )

@@ -11,17 +11,25 @@ by their ``cycles`` estimate, fewest first, and the rest follow unranked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
-from preflight.data.fpga import FpgaItem
+from preflight.data.errors import InvalidFields
+from preflight.data.fpga import BOARD, FpgaItem, Tool, design_pragmas
+from preflight.data.settings import Settings
+from preflight.models import actions
+from preflight.models.actions import MAX_ITEMS, MAX_MEASUREMENTS, ModelInfoPublic, Served
+from preflight.models.devices import InvalidRegistration
 from preflight.models.inference import predict_items
 from preflight.models.predictor import Estimates, Predictor
 from preflight.models.task import Task
 from preflight.models.whatif import ranks
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 from scipy import stats
 
 RESOURCES = ("lut", "ff", "dsp", "bram")
@@ -175,3 +183,167 @@ def _log_normal(estimates: Estimates, target: str, z: float, log=np.log) -> tupl
         log(frame[target].to_numpy(dtype=float)) for frame in (estimates.value, estimates.low, estimates.high)
     )
     return value, np.clip((high - low) / (2 * z), 1e-3, MAX_LOG_SPREAD)
+
+
+class ResourceLimits(BaseModel):
+    """The share of the board each resource may take (HLSyn counts a design over 0.8 as not fitting)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lut: StrictFloat = Field(0.8, gt=0, le=1)
+    ff: StrictFloat = Field(0.8, gt=0, le=1)
+    dsp: StrictFloat = Field(0.8, gt=0, le=1)
+    bram: StrictFloat = Field(0.8, gt=0, le=1)
+
+
+class ExploreRequest(BaseModel):
+    """One kernel (by name or program graph) and the pragma settings to rank for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel: str = Field(default="", description=FpgaItem.model_fields["kernel"].description)
+    graph: str | dict = Field(default="", description=FpgaItem.model_fields["graph"].description)
+    tool: Tool = "v20"
+    device: str = BOARD
+    designs: list[dict[str, StrictInt | str]] = Field(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="pragma settings, each as in an fpga item's pragmas",
+        examples=[[{"__PARA__L0": 1}, {"__PARA__L0": 4, "__PIPE__L0": "flatten"}]],
+    )
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    likely_valid_share: StrictFloat = Field(
+        LIKELY_SHARE,
+        gt=0,
+        le=1,
+        description="count as fitting only this share of the settings, those most likely valid (for a "
+        "kernel never seen, probabilities shift as a whole but keep much of their order)",
+    )
+    min_valid_probability: StrictFloat | None = Field(
+        None, ge=0, le=1, description="also require at least this P(valid); none: the share alone"
+    )
+    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
+    synthesized: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=MAX_MEASUREMENTS,
+        description="designs of this kernel synthesized so far, as registered ones are (pragmas plus "
+        "valid, cycles, lut, ff, dsp, bram): they adapt this answer only (register them to keep them)",
+    )
+    batch: StrictInt = Field(
+        0,
+        ge=0,
+        le=MAX_ITEMS,
+        description="how many designs to synthesize next (``next``): chosen for expected improvement over "
+        "the best valid design synthesized, the probability of fitting, and spread over the space",
+    )
+
+    def designs_as_items(self, settings: Settings) -> list[FpgaItem]:
+        """One item per setting, the kernel found in ``settings``' datasets; a ValueError says what is
+        wrong, naming the setting the graph cannot take and its knob."""
+        fields = {"kernel": self.kernel, "graph": self.graph, "tool": self.tool, "device": self.device}
+        try:
+            base = FpgaItem.model_validate(fields, context=settings.validation_context())
+        except ValidationError as exc:
+            raise ValueError(
+                "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+            ) from None
+        placeholders = list(base.pragmas)
+        items = []
+        for i, design in enumerate(self.designs):
+            try:
+                items.append(base.model_copy(update={"pragmas": design_pragmas(design, placeholders)}))
+            except ValueError as exc:
+                raise ValueError(f"designs[{i}]: {exc}") from None
+        return items
+
+
+class ExploredDesign(BaseModel):
+    index: int = Field(description="the setting's position in the request's designs")
+    pragmas: dict[str, int | str] = Field(description="every knob's value, defaults filled in")
+    cycles: actions.Estimate
+    resources: dict[str, actions.Estimate] = Field(description="lut, ff, dsp, bram as fractions of the board")
+    valid: actions.Estimate = Field(description="probability that synthesis succeeds and the design fits")
+    feasible: bool = Field(description="predicted to fit: likely valid and every resource within the limits")
+    rank: int | None = Field(description="1: fewest cycles among the feasible; null when not feasible")
+    ood: bool
+    warnings: list[str]
+
+
+class ExploreResponse(BaseModel):
+    model: ModelInfoPublic
+    best: int | None = Field(description="index of the feasible setting with the fewest predicted cycles")
+    coverage: float
+    designs: list[ExploredDesign] = Field(description="feasible settings first, fewest cycles first")
+    next: list[int] = Field(
+        default_factory=list, description="indices of the designs to synthesize next, in the order chosen"
+    )
+    measured: int = Field(
+        0, description="designs of this kernel the answer is adapted to (registered or sent)"
+    )
+
+
+def explore_designs(served: Served, body: ExploreRequest) -> ExploreResponse:
+    """Pragma settings of one kernel ranked by predicted cycles among those predicted to fit the board,
+    and the next to synthesize.
+
+    Each setting's cycles, resources and P(valid) with intervals; the feasible ones (among the most
+    likely valid, every resource within its limit) first, fewest cycles first; ``best`` is the first.
+    With ``batch``, ``next`` names the settings to synthesize next; the kernel's registered designs and
+    those ``synthesized`` sent here adapt the estimates (``measured`` counts them)."""
+    designs = _designs(body, served.settings)
+    rows = _kernel_rows(served, designs[0].kernel, body.synthesized)
+    predictor = served.predictor
+    if body.synthesized:
+        task = served.task
+        predictor = served.base.adapted(task.featurize(rows, served.catalogue), task.target_frame(rows))
+    exploration = explore(
+        served.task, predictor, served.catalogue, designs, body.limits.model_dump(),
+        body.min_valid_probability, body.likely_valid_share, body.coverage, body.batch, _synthesized(rows),
+    )  # fmt: skip
+    return ExploreResponse(
+        model=served.model(predictor if body.synthesized else None),
+        best=next((e.index for e in exploration.designs if e.rank is not None), None),
+        coverage=body.coverage,
+        designs=[ExploredDesign.model_validate(asdict(e)) for e in exploration.designs],
+        next=exploration.next,
+        measured=len(rows),
+    )
+
+
+def _designs(body: ExploreRequest, settings: Settings) -> list[FpgaItem]:
+    """The request's settings as items of the service's own settings; InvalidFields when the graph
+    cannot take one (or there is no graph), as the request's validation would say."""
+    try:
+        return body.designs_as_items(settings)
+    except ValueError as exc:
+        error = {"type": "value_error", "loc": (), "msg": f"Value error, {exc}"}
+        raise InvalidFields([error | {"input": body.model_dump(mode="json")}]) from None
+
+
+def _kernel_rows(served: Served, kernel: str, sent: list[dict]) -> pd.DataFrame:
+    """The kernel's registered designs plus those sent with the request (checked as a registration's:
+    InvalidFields names the row and field at fault), as rows of the task."""
+    task = served.task.name
+    rows = [row for row in served.registry.measurements.get(task, []) if row.get("kernel") == kernel]
+    if sent:
+        try:
+            rows += served.registry.subject_registration(task, kernel, sent).rows
+        except InvalidRegistration as exc:
+            raise exc.under("synthesized") from None
+    return pd.DataFrame.from_records(rows)
+
+
+def _synthesized(rows: pd.DataFrame) -> list[tuple[dict, float | None]]:
+    """Each synthesized design's pragmas and cycles (None where it did not fit)."""
+    if rows.empty:
+        return []
+    cycles = rows["cycles"] if "cycles" in rows else pd.Series(np.nan, index=rows.index)
+    fits = rows["valid"].fillna(0).astype(float) > 0 if "valid" in rows else cycles.notna()
+    return [
+        (_pragmas(p), float(c) if ok and np.isfinite(c) else None)
+        for p, c, ok in zip(rows["pragmas"], cycles.astype(float), fits)
+    ]
+
+
+def _pragmas(value: object) -> dict:
+    return json.loads(value) if isinstance(value, str) else dict(value)  # type: ignore[call-overload]

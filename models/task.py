@@ -18,6 +18,7 @@ import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownTask, UsageError
 from preflight.features import Features
+from preflight.models.actions import Action
 from preflight.models.targets import Target
 from pydantic import BaseModel
 
@@ -82,6 +83,9 @@ class Task:
     #: hyperparameters a family takes on this task, beyond its defaults (fewer GNN epochs where every
     #: design of a kernel is a row of its own); what a caller passes overrides them
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: questions the task answers beyond per-item estimates, each an HTTP route, a CLI command and a
+    #: Python API call (``models/actions.py``)
+    actions: tuple[Action, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.examples:
@@ -183,7 +187,14 @@ TASKS: dict[str, Task] = {}
 
 
 def register(task: Task) -> Task:
-    """Add a task to the registry (a task module calls this when it is imported)."""
+    """Add a task to the registry (a task module calls this when it is imported); an action whose name
+    or path another task's action has is refused."""
+    others = [a for t in TASKS.values() if t.name != task.name for a in t.actions]
+    for action in task.actions:
+        if any(action.name == a.name or action.path == a.path for a in others):
+            raise ValueError(
+                f"task {task.name!r}: another task's action has {action.name!r} or {action.path}"
+            )
     TASKS[task.name] = task
     return task
 
@@ -198,6 +209,19 @@ def get_task(name: str) -> Task:
 def all_tasks() -> list[Task]:
     _discover()
     return list(TASKS.values())
+
+
+def all_actions() -> dict[str, tuple[Task, Action]]:
+    """Every task's actions by name, each with its task."""
+    return {action.name: (task, action) for task in all_tasks() for action in task.actions}
+
+
+def get_action(name: str) -> tuple[Task, Action]:
+    """An action by name, with its task; a usage error lists the known ones."""
+    actions = all_actions()
+    if name not in actions:
+        raise UsageError(f"unknown action {name!r}; known actions: {', '.join(sorted(actions))}")
+    return actions[name]
 
 
 def _discover() -> None:

@@ -13,18 +13,7 @@ from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import KEY_RESPONSES, require_api_key
 from preflight.service.middleware import Deadline, Observed
-from preflight.service.routes import (
-    admin,
-    devices,
-    fpga,
-    health,
-    interference,
-    nas,
-    predict,
-    reasons,
-    tasks,
-    whatif,
-)
+from preflight.service.routes import actions, admin, devices, fpga, health, predict, reasons, tasks, whatif
 from preflight.service.state import ServiceState
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
@@ -136,8 +125,8 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     reads = [Depends(require_api_key)] if settings.protect_reads else []
     responses = errors.RESPONSES | (KEY_RESPONSES if settings.protect_reads else {})
     for router in (
-        tasks.router, devices.router, predict.router(), nas.router, whatif.router, interference.router,
-        fpga.router, reasons.router,
+        tasks.router, devices.router, predict.router(), actions.router(), whatif.router, fpga.router,
+        reasons.router,
     ):  # fmt: skip
         app.include_router(router, dependencies=reads, responses=responses)
     _document_items(app)

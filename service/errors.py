@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from preflight.data.errors import (
     DataError,
     DeviceConflict,
+    InvalidFields,
     ModelStateError,
     ModelUnavailable,
     NotReadyYet,
@@ -144,7 +145,10 @@ def _echo(error: dict) -> dict:
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     """FastAPI's 422 (each error names its field), at most :data:`MAX_ERRORS` of them, each echoing
-    at most an excerpt of its input."""
+    at most an excerpt of its input; a request whose fields cannot be answered together
+    (``InvalidFields``) gets the same, each field under ``body``."""
+    if isinstance(exc, InvalidFields):
+        exc = RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors])
     assert isinstance(exc, RequestValidationError)
     found = exc.errors()
     body: dict[str, object] = {"detail": jsonable_encoder([_trimmed(e) for e in found[:MAX_ERRORS]])}
@@ -172,4 +176,5 @@ async def http_error(request: Request, exc: Exception) -> Response:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(PreflightError, preflight_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(InvalidFields, validation_error)
     app.add_exception_handler(HTTPException, http_error)

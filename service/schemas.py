@@ -4,12 +4,7 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
-from preflight.data.fpga import BOARD, FpgaItem, Tool, design_pragmas
-from preflight.data.interference import KINDS, InterferenceItem, Neighbours
-from preflight.data.nas import CurveItem
-from preflight.data.settings import Settings
-from preflight.models.early_stop import DEFAULT_RISK, RULE
-from preflight.models.explore import LIKELY_SHARE
+from preflight.models.actions import MAX_ITEMS, MAX_MEASUREMENTS, Estimate, ModelInfoPublic
 from preflight.models.targets import Target
 from preflight.models.task import Task
 from preflight.models.tracking import ModelInfo
@@ -20,7 +15,6 @@ from pydantic import (
     Field,
     PrivateAttr,
     StrictFloat,
-    StrictInt,
     ValidationError,
     create_model,
     field_validator,
@@ -28,19 +22,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-MAX_ITEMS = 10_000
-#: Measurements one registration may carry (a few-shot adaptation needs a handful), and name lengths.
-MAX_MEASUREMENTS, MAX_NAME = 1_000, 128
-
-
-class ModelInfoPublic(BaseModel):
-    name: str
-    version: str
-    run_id: str
-    family: str
-    adaptation: str | None = Field(
-        None, description="the measurements this answer's model is adapted to (a digest); null: none"
-    )
+#: The longest name a path or body may give.
+MAX_NAME = 128
 
 
 WARNINGS = (
@@ -160,6 +143,9 @@ class TaskPublic(BaseModel):
     group_key: str
     input_schema: dict[str, Any]
     champion: dict[str, Any] | None
+    actions: dict[str, str] = Field(
+        default_factory=dict, description="the task's questions beyond predict: name -> its POST route"
+    )
 
 
 class DeviceRegistration(BaseModel):
@@ -191,54 +177,6 @@ class DesignsRegistration(BaseModel):
         "its graph) plus what synthesis gave: valid (0 or 1) and, for a design that fits, cycles and "
         "lut, ff, dsp, bram as fractions of the board",
     )
-
-
-class EarlyStopRequest(CurveItem):
-    """A partial learning curve, the run's budget, and the accuracy to beat."""
-
-    incumbent: StrictFloat | None = Field(
-        None,
-        ge=0,
-        le=1,
-        allow_inf_nan=False,
-        description="the best final accuracy so far (a fraction); none yet: continue",
-    )
-    risk: StrictFloat = Field(
-        DEFAULT_RISK,
-        gt=0,
-        lt=1,
-        description="stop when P(final > incumbent) falls below this; "
-        "P is a share of k neighbouring calibration residuals (k >= 30) and stays above 1/(k+1), "
-        "about 0.03 on the shipped curves, so a risk below that stops only runs that cannot win",
-    )
-    valid_size: StrictInt | None = Field(
-        None,
-        ge=1,
-        description="examples the accuracy is measured on: with it, a final "
-        "accuracy equal to the incumbent's does not count as beating it",
-    )
-    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="coverage of the final accuracy's interval")
-
-
-class Estimate(BaseModel):
-    """A point estimate and its interval at the request's coverage; null where there is none."""
-
-    value: float | None
-    low: float | None
-    high: float | None
-
-
-class EarlyStopResponse(BaseModel):
-    model: ModelInfoPublic
-    final_accuracy: Estimate
-    p_beat_incumbent: float | None = Field(
-        description="P(final accuracy > incumbent); null without an incumbent"
-    )
-    decision: Literal["stop", "continue"]
-    reason: str
-    rule: str = Field(RULE, description="the decision rule")
-    ood: bool
-    warnings: list[str]
 
 
 class Workload(BaseModel):
@@ -349,153 +287,6 @@ class WhatIfResponse(BaseModel):
     @classmethod
     def of(cls, result: WhatIf, info: ModelInfo) -> Self:
         return cls(model=ModelInfoPublic(**vars(info)), **asdict(result))
-
-
-class CandidateHost(BaseModel):
-    """A host the workload could go to, with what already runs there."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=100)
-    residents: Neighbours = Field(
-        default_factory=dict,
-        description="kind -> how many run there now; kinds: " + ", ".join(KINDS),
-        examples=[{"cpu": 2}],
-    )
-
-
-class PlaceRequest(BaseModel):
-    """A workload (no neighbours of its own) and the hosts to rank for it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    workload: InterferenceItem
-    hosts: list[CandidateHost] = Field(min_length=1, max_length=MAX_ITEMS)
-    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
-
-    @model_validator(mode="after")
-    def _one_host_each(self) -> Self:
-        if any(count > 0 for count in self.workload.neighbours.values()):
-            raise ValueError("workload.neighbours must be empty: a host's residents are its neighbours")
-        if self.workload.host is not None:
-            raise ValueError("workload.host must be empty: each candidate host is named in hosts")
-        names = [host.name for host in self.hosts]
-        if len(set(names)) != len(names):
-            raise ValueError("host names must be distinct")
-        return self
-
-
-class PlacedHost(BaseModel):
-    host: str
-    residents: dict[str, float]
-    norm_perf: Estimate = Field(description="performance there over performance alone, with its interval")
-    rank: int | None = Field(description="1 is the least slowed; null without an estimate")
-    ood: bool
-    warnings: list[str]
-
-
-class PlaceResponse(BaseModel):
-    model: ModelInfoPublic
-    best: str | None = Field(description="the host where the workload is predicted least slowed")
-    coverage: float
-    hosts: list[PlacedHost] = Field(description="least slowed first")
-
-
-class ResourceLimits(BaseModel):
-    """The share of the board each resource may take (HLSyn counts a design over 0.8 as not fitting)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lut: StrictFloat = Field(0.8, gt=0, le=1)
-    ff: StrictFloat = Field(0.8, gt=0, le=1)
-    dsp: StrictFloat = Field(0.8, gt=0, le=1)
-    bram: StrictFloat = Field(0.8, gt=0, le=1)
-
-
-class ExploreRequest(BaseModel):
-    """One kernel (by name or program graph) and the pragma settings to rank for it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kernel: str = Field(default="", description=FpgaItem.model_fields["kernel"].description)
-    graph: str | dict = Field(default="", description=FpgaItem.model_fields["graph"].description)
-    tool: Tool = "v20"
-    device: str = BOARD
-    designs: list[dict[str, StrictInt | str]] = Field(
-        min_length=1,
-        max_length=MAX_ITEMS,
-        description="pragma settings, each as in an fpga item's pragmas",
-        examples=[[{"__PARA__L0": 1}, {"__PARA__L0": 4, "__PIPE__L0": "flatten"}]],
-    )
-    limits: ResourceLimits = Field(default_factory=ResourceLimits)
-    likely_valid_share: StrictFloat = Field(
-        LIKELY_SHARE,
-        gt=0,
-        le=1,
-        description="count as fitting only this share of the settings, those most likely valid (for a "
-        "kernel never seen, probabilities shift as a whole but keep much of their order)",
-    )
-    min_valid_probability: StrictFloat | None = Field(
-        None, ge=0, le=1, description="also require at least this P(valid); none: the share alone"
-    )
-    coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")
-    synthesized: list[dict[str, Any]] = Field(
-        default_factory=list,
-        max_length=MAX_MEASUREMENTS,
-        description="designs of this kernel synthesized so far, as registered ones are (pragmas plus "
-        "valid, cycles, lut, ff, dsp, bram): they adapt this answer only (register them to keep them)",
-    )
-    batch: StrictInt = Field(
-        0,
-        ge=0,
-        le=MAX_ITEMS,
-        description="how many designs to synthesize next (``next``): chosen for expected improvement over "
-        "the best valid design synthesized, the probability of fitting, and spread over the space",
-    )
-
-    def designs_as_items(self, settings: Settings) -> list[FpgaItem]:
-        """One item per setting, the kernel found in ``settings``' datasets; a ValueError says what is
-        wrong, naming the setting the graph cannot take and its knob."""
-        fields = {"kernel": self.kernel, "graph": self.graph, "tool": self.tool, "device": self.device}
-        try:
-            base = FpgaItem.model_validate(fields, context=settings.validation_context())
-        except ValidationError as exc:
-            raise ValueError(
-                "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
-            ) from None
-        placeholders = list(base.pragmas)
-        items = []
-        for i, design in enumerate(self.designs):
-            try:
-                items.append(base.model_copy(update={"pragmas": design_pragmas(design, placeholders)}))
-            except ValueError as exc:
-                raise ValueError(f"designs[{i}]: {exc}") from None
-        return items
-
-
-class ExploredDesign(BaseModel):
-    index: int = Field(description="the setting's position in the request's designs")
-    pragmas: dict[str, int | str] = Field(description="every knob's value, defaults filled in")
-    cycles: Estimate
-    resources: dict[str, Estimate] = Field(description="lut, ff, dsp, bram as fractions of the board")
-    valid: Estimate = Field(description="probability that synthesis succeeds and the design fits")
-    feasible: bool = Field(description="predicted to fit: likely valid and every resource within the limits")
-    rank: int | None = Field(description="1: fewest cycles among the feasible; null when not feasible")
-    ood: bool
-    warnings: list[str]
-
-
-class ExploreResponse(BaseModel):
-    model: ModelInfoPublic
-    best: int | None = Field(description="index of the feasible setting with the fewest predicted cycles")
-    coverage: float
-    designs: list[ExploredDesign] = Field(description="feasible settings first, fewest cycles first")
-    next: list[int] = Field(
-        default_factory=list, description="indices of the designs to synthesize next, in the order chosen"
-    )
-    measured: int = Field(
-        0, description="designs of this kernel the answer is adapted to (registered or sent)"
-    )
 
 
 class TaskReadiness(BaseModel):

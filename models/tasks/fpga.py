@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from preflight.data.fpga import FpgaItem, item_cost
 from preflight.features import fpga as fpga_features
+from preflight.models import explore
+from preflight.models.actions import Action
 from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
@@ -104,5 +106,29 @@ FPGA = register(
         family_params={"gnn": {"epochs": 8, "batch_size": 256}},
         cost=item_cost,
         cost_unit="20 units a design, one more per four nodes or edges of its graph",
+        actions=(
+            Action(
+                "explore",
+                "/v1/fpga/explore",
+                explore.ExploreRequest,
+                explore.ExploreResponse,
+                explore.explore_designs,
+                examples={
+                    "graph": {
+                        "summary": "unrolling and pipelining of a loop, from its program graph",
+                        "value": {
+                            "kernel": "vscale",
+                            "graph": _VSCALE,
+                            "designs": [
+                                {"__PARA__L0": 1},
+                                {"__PARA__L0": 4, "__PIPE__L0": "flatten"},
+                                {"__PARA__L0": 16, "__PIPE__L0": "cg"},
+                            ],
+                            "limits": {"lut": 0.6},
+                        },
+                    }
+                },
+            ),
+        ),
     )
 )

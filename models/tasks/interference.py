@@ -12,6 +12,8 @@ from __future__ import annotations
 import pandas as pd
 from preflight.data.interference import InterferenceItem, TraceItem
 from preflight.features import interference as interference_features
+from preflight.models import placement
+from preflight.models.actions import Action
 from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
@@ -71,6 +73,33 @@ INTERFERENCE = register(
         metric="mae",
         device_column=None,  # a host is named, not looked up in the catalogue
         seen_columns=("workload",),  # a host enters through the solo profile measured on it
+        actions=(
+            Action(
+                "place",
+                "/v1/interference/place",
+                placement.PlaceRequest,
+                placement.PlaceResponse,
+                placement.place_workload,
+                examples={
+                    "hosts": {
+                        "summary": "a web server and three hosts",
+                        "value": {
+                            "workload": {
+                                "workload": "nginx",
+                                "load_rps": 2000,
+                                "replicas": 1,
+                                "solo": {"ipc": 0.9, "p99_ms": 0.15},
+                            },
+                            "hosts": [
+                                {"name": "node-a", "residents": {"cpu": 2, "l3": 2}},
+                                {"name": "node-b", "residents": {"membw": 1}},
+                                {"name": "node-c"},
+                            ],
+                        },
+                    }
+                },
+            ),
+        ),
     )
 )
 

@@ -9,6 +9,8 @@ from preflight.data import arch
 from preflight.data.nas import ArchItem, CurveItem, LatencyItem
 from preflight.features import arch as arch_features
 from preflight.features import curve as curve_features
+from preflight.models import early_stop
+from preflight.models.actions import Action
 from preflight.models.targets import Target
 from preflight.models.task import Task, register
 
@@ -144,6 +146,14 @@ def partial_curves(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+_RUN = {
+    "space": "nb201",
+    "arch": _NB201_CELL,
+    "dataset": "cifar10",
+    "curve": [0.31, 0.47, 0.55],
+    "budget": 200,
+}
+
 NAS_CURVE = register(
     Task(
         name="nas-curve",
@@ -160,20 +170,38 @@ NAS_CURVE = register(
         families=("tree", "extrapolation", "last-value"),
         default_family="tree",
         baseline="extrapolation",
-        examples=(
-            {
-                "space": "nb201",
-                "arch": _NB201_CELL,
-                "dataset": "cifar10",
-                "curve": [0.31, 0.47, 0.55],
-                "budget": 200,
-            },
-        ),
+        examples=(_RUN,),
         metric="mae",
         device_column=None,
         seen_columns=("dataset",),
         select=partial_curves,
         cost=arch_cost,
         cost_unit="four units an architecture, one more per eight nodes or edges of a graph",
+        actions=(
+            Action(
+                "early-stop",
+                "/v1/nas/early-stop",
+                early_stop.EarlyStopRequest,
+                early_stop.EarlyStopResponse,
+                early_stop.early_stop,
+                examples={
+                    "architecture": {
+                        "summary": "a NAS-Bench-201 cell after 3 of 200 epochs",
+                        "value": _RUN | {"learning_rate": 0.1, "incumbent": 0.93},
+                    },
+                    "learner": {
+                        "summary": "a learner over training-set sizes (LCDB)",
+                        "value": {
+                            "learner": "SVC_rbf",
+                            "dataset": "openml-44",
+                            "curve": [0.6, 0.7],
+                            "epochs": [16, 32],
+                            "budget": 4096,
+                            "incumbent": 0.9,
+                        },
+                    },
+                },
+            ),
+        ),
     )
 )

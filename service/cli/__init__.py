@@ -56,6 +56,19 @@ class _TaskCommand(TyperCommand):
         super().format_help(ctx, formatter)
 
 
+class _ActionCommand(TyperCommand):
+    """``ask``: its ``--help`` ends with every action, its task and its HTTP route."""
+
+    def format_help(self, ctx: ClickContext, formatter: HelpFormatter) -> None:
+        lines = [
+            f"{name} ({task.name}): POST {path}"
+            for task in preflight.tasks()
+            for name, path in task.actions.items()
+        ]
+        self.epilog = "Actions:\n" + "\n".join(sorted(lines))
+        super().format_help(ctx, formatter)
+
+
 def _tasks_help() -> str:
     """Each task with its families and splits, the default first."""
     lines = ["Tasks, with their families and splits (the default first):"]
@@ -331,6 +344,26 @@ def devices(
         typer.echo(json.dumps([spec.model_dump(mode="json", exclude_none=True) for spec in found], indent=1))
     else:
         render.devices(found)
+
+
+@app.command(cls=_ActionCommand)
+def ask(
+    action: Annotated[str, typer.Argument(help="the action (listed below)")],
+    input: Annotated[Path, typer.Option("--input", help="JSON request, as the action's HTTP route takes it")],
+) -> None:
+    """A task's question beyond estimates (stop a training run? which host? which designs?), answered
+    by its champion as its HTTP route answers; prints the answer as JSON."""
+    from pydantic import ValidationError
+
+    _logging()
+    body = options.request(input)
+    try:
+        answer = preflight.ask(action, body)
+    except ValidationError as exc:
+        raise DataError(
+            f"--input {input}: {exc.error_count()} invalid fields ({options.errors(exc)})"
+        ) from exc
+    typer.echo(answer.model_dump_json(indent=2))
 
 
 @app.command("register-designs")

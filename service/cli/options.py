@@ -49,6 +49,14 @@ def items(path: Path) -> list:
     return found
 
 
+def request(path: Path) -> dict:
+    """An ``--input`` file holding one request body, a JSON object as the HTTP route takes it."""
+    raw = _json(path, "--input")
+    if not isinstance(raw, dict):
+        raise UsageError(f"--input {path}: not a JSON object (one request, as its HTTP route takes it)")
+    return raw
+
+
 def workload(path: Path) -> Workload:
     """The ``--workload`` file as the HTTP API's ``workload``."""
     from preflight.service.schemas import Workload

@@ -68,6 +68,7 @@ __all__ = [
     "train",
     "versions",
     "whatif",
+    "ask",
     "__version__",
 ]
 __version__ = _version("preflight")
@@ -90,6 +91,8 @@ class TaskInfo:
     splits: tuple[str, ...]
     default_split: str
     sources: tuple[str, ...]
+    #: the task's questions beyond estimates (``ask``), each also ``POST`` at its path
+    actions: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ def tasks() -> list[TaskInfo]:
             tuple(task.groups),
             task.group_key,
             task.sources,
+            {action.name: action.path for action in task.actions},
         )
         for task in all_tasks()
     ]
@@ -383,6 +387,25 @@ def predict(
     validated = predict_request(spec).model_validate({"items": items}).items
     model = load(task, version, home)
     return Predictions(spec, model.info, validated, model.records(validated, coverage))
+
+
+def ask(action: str, request: Mapping[str, Any], *, home: str | Path | None = None) -> BaseModel:
+    """One of the tasks' actions (``tasks()`` lists them: ``early-stop``, ``place``, ``explore``)
+    answered by its task's champion adapted to the home's measurements, as ``POST`` at the action's
+    path answers: the request checked as that route checks it (pydantic's ``ValidationError`` names
+    the fields), the answer its response model."""
+    from preflight.models.actions import Served
+    from preflight.models.task import get_action
+
+    config = settings(home)
+    task, spec = get_action(action)
+    body = spec.request.model_validate(request, context=config.validation_context())
+    registry = _registry(config)
+    champion = registry.adapted(task, _champion(config, task.name))
+    served = Served(
+        task, champion.predictor, champion.base, champion.info, registry.catalogue, config, registry
+    )
+    return spec.answer(served, body)
 
 
 def whatif(

@@ -13,7 +13,6 @@ from preflight.models.devices import (
     DevicePublic,
     Idempotency,
     IdempotencyKeyReused,
-    InvalidRegistration,
 )
 from preflight.models.task import get_task
 from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
@@ -106,11 +105,9 @@ def register_device(
     name that looks like another device's (any case, width or script) is a 409. With an
     ``Idempotency-Key``, a retry changes nothing twice. Needs an API key."""
     once = None if idempotency_key is None else Idempotency(idempotency_key, _digest(body))
-    try:  # registered after the measurements were validated: a refused request registers nothing
+    try:  # registered after the measurements were validated: a refused request registers nothing (422)
         registration = state.registry.registration(body.spec, body.device, body.task, body.measurements)
         return state.register_device(registration, once)
-    except InvalidRegistration as exc:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors]) from None
     except IdempotencyKeyReused as exc:
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("header", "idempotency-key"), "msg": str(exc), "input": exc.key}]

@@ -10,13 +10,13 @@ from fastapi.openapi.models import Example
 from preflight.data.errors import UnknownTask
 from preflight.data.settings import Settings
 from preflight.models import budget
+from preflight.models.actions import ModelInfoPublic
 from preflight.models.inference import predict_items
 from preflight.models.task import Task, all_tasks, get_task
 from preflight.service.batching import Batcher
 from preflight.service.deps import StateDep, served
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import (
-    ModelInfoPublic,
     PredictRequest,
     PredictResponse,
     predict_request,

@@ -24,6 +24,7 @@ def list_tasks(state: StateDep) -> list[TaskPublic]:
             group_key=t.group_key,
             input_schema=t.item.model_json_schema(),
             champion=champion(t.name),
+            actions={a.name: a.path for a in t.actions},
         )
         for t in all_tasks()
     ]

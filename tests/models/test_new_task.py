@@ -1,6 +1,7 @@
 """A new task is one module: a toy task defined in a temporary module of the tasks package (its item,
-one loader, one featurizer, the Task) trains, evaluates, registers in MLflow and serves over HTTP with
-no other file changed. Its target is a count that is often 0 (as an FPGA design's DSP blocks)."""
+one loader, one featurizer, an action of its own, the Task) trains, evaluates, registers in MLflow and
+serves over HTTP, through the Python API and the CLI, with no other file changed. Its target is a count
+that is often 0 (as an FPGA design's DSP blocks); its action picks the box that holds the most."""
 
 import json
 import sys
@@ -8,6 +9,7 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+import preflight
 import pytest
 from fastapi.testclient import TestClient
 from preflight.data import sources
@@ -30,6 +32,8 @@ TOY_MODULE = textwrap.dedent('''
     from preflight.data import sources
     from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
     from preflight.features import Features
+    from preflight.models.actions import Action, ModelInfoPublic, Served
+    from preflight.models.inference import predict_items
     from preflight.models.targets import Target
     from preflight.models.task import Task, register
 
@@ -55,13 +59,34 @@ TOY_MODULE = textwrap.dedent('''
                         pd.DataFrame({"colour": rows["colour"].astype(str).to_numpy()}))
 
 
+    class Boxes(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        boxes: list[BoxItem] = Field(min_length=1)
+
+
+    class Roomiest(BaseModel):
+        model: ModelInfoPublic
+        best: int
+        counts: list[float]
+
+
+    def roomiest(served: Served, body: Boxes) -> Roomiest:
+        """The box that holds the most.
+
+        Each box's predicted count, and the index of the largest."""
+        records = predict_items(served.task, served.predictor, served.catalogue, body.boxes, 0.9).records()
+        counts = [r["count"]["value"] for r in records]
+        return Roomiest(model=served.model(), best=counts.index(max(counts)), counts=counts)
+
+
     sources.register("toy-boxes", load, "toy/boxes.csv")
     register(Task(name="toy", item=BoxItem, sources=("toy-boxes",), featurize=featurize,
                   targets={"count": Target("items", "log1p", lower=0, zero_ok=True)},
                   groups={"colour": ("colour",)}, group_key="colour", families=("tree", "linear"),
                   default_family="tree", baseline="linear", metric="mae",
                   examples=({"size": 2.0, "colour": "red"},),
-                  device_column=None, stratum_column=None))
+                  device_column=None, stratum_column=None,
+                  actions=(Action("roomiest", "/v1/toy/roomiest", Boxes, Roomiest, roomiest),)))
 ''')
 
 
@@ -125,3 +150,19 @@ def test_a_task_in_one_module_trains_evaluates_registers_and_serves(toy_task, tm
         assert large["low"] <= large["value"] <= large["high"] and large["value"] > 5
         refused = client.post("/v1/toy/predict", json={"items": [{"size": -1, "colour": "red"}]})
         assert refused.status_code == 422 and refused.json()["detail"][0]["loc"][-1] == "size"
+        boxes = {"boxes": [{"size": 1.0, "colour": "red"}, {"size": 8.0, "colour": "blue"}]}
+        asked = client.post("/v1/toy/roomiest", json=boxes)
+        assert asked.status_code == 200, asked.text
+        assert asked.json()["best"] == 1 and asked.json()["model"]["name"] == "preflight.toy"
+        assert asked.headers["X-Preflight-Model-Version"] == asked.json()["model"]["version"]
+        bad = client.post("/v1/toy/roomiest", json={"boxes": [{"size": 1.0}]})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "boxes", 0, "colour"]
+        toy = next(t for t in client.get("/v1/tasks").json() if t["name"] == "toy")
+        assert toy["actions"] == {"roomiest": "/v1/toy/roomiest"}
+        assert "/v1/toy/roomiest" in client.get("/openapi.json").json()["paths"]
+
+    assert preflight.ask("roomiest", boxes).model_dump() == asked.json()
+    (tmp_path / "boxes.json").write_text(json.dumps(boxes))
+    by_cli = runner.invoke(app, ["ask", "roomiest", "--input", str(tmp_path / "boxes.json")])
+    assert by_cli.exit_code == 0, by_cli.output
+    assert json.loads(by_cli.stdout) == asked.json()
