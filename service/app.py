@@ -11,10 +11,10 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from preflight.data.settings import Settings
 from preflight.service import errors
-from preflight.service.deps import KEY_RESPONSES, require_api_key
+from preflight.service.deps import KEY_RESPONSES, api_keys, require_api_key
 from preflight.service.middleware import Deadline, Observed
 from preflight.service.routes import actions, admin, devices, fpga, health, predict, reasons, tasks, whatif
-from preflight.service.state import ServiceState
+from preflight.service.served import ServedModels
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 #: Paths of routes that change state: they run to the end, never cut off by the deadline.
@@ -95,15 +95,17 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        state = app.state.preflight = ServiceState.create(settings)
+        app.state.api_keys = api_keys(settings)
+        models = app.state.models = ServedModels.create(settings)
+        app.state.devices = models.devices
         if bootstrap:
             threading.Thread(
-                target=state.start, args=(True,), name="preflight-bootstrap", daemon=True
+                target=models.start, args=(True,), name="preflight-bootstrap", daemon=True
             ).start()
         else:
-            state.start(bootstrap=False)
+            models.start(bootstrap=False)
         stop = threading.Event()
-        threading.Thread(target=state.watch, args=(stop,), name="preflight-reload", daemon=True).start()
+        threading.Thread(target=models.watch, args=(stop,), name="preflight-reload", daemon=True).start()
         yield
         stop.set()
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 from preflight.models.actions import Action, Served
 from preflight.models.task import Task, all_actions
-from preflight.service.deps import StateDep, served
+from preflight.service.deps import ModelsDep, served
 from preflight.service.routing import UnicodeRoute
 
 
@@ -29,11 +29,11 @@ def router() -> APIRouter:
 
 
 def _endpoint(task: Task, action: Action):
-    def answer(body, state: StateDep, response: Response):  # typed by the signature set below
-        champion = served(state, task.name, response)
+    def answer(body, models: ModelsDep, response: Response):  # typed by the signature set below
+        champion = served(models, task.name, response)
         context = Served(
-            task, champion.predictor, champion.base, champion.info, state.catalogue, state.settings,
-            state.registry,
+            task, champion.predictor, champion.base, champion.info, models.catalogue, models.settings,
+            models.devices,
         )  # fmt: skip
         result = action.answer(context, body)
         if result.model.adaptation:  # type: ignore[attr-defined]
@@ -43,7 +43,7 @@ def _endpoint(task: Task, action: Action):
     request = Annotated[action.request, Body(openapi_examples=action.examples)]  # type: ignore[name-defined]
     parameters = [
         inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=request),
-        inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=StateDep),
+        inspect.Parameter("models", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ModelsDep),
         inspect.Parameter("response", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Response),
     ]
     answer.__signature__ = inspect.Signature(parameters, return_annotation=action.response)  # type: ignore[attr-defined]

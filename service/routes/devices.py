@@ -15,7 +15,7 @@ from preflight.models.devices import (
     IdempotencyKeyReused,
 )
 from preflight.models.task import get_task
-from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
+from preflight.service.deps import KEY_RESPONSES, DevicesDep, ModelsDep, require_api_key
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import MAX_NAME, DeviceRegistration
 
@@ -74,17 +74,17 @@ IdempotencyKey = Annotated[
 
 
 @router.get("/v1/devices", response_model=list[DevicePublic])
-def list_devices(state: StateDep) -> list[DevicePublic]:
-    return [state.registry.describe(spec) for spec in state.catalogue]
+def list_devices(devices: DevicesDep) -> list[DevicePublic]:
+    return [devices.describe(spec) for spec in devices.catalogue]
 
 
 @router.get("/v1/devices/{name}", response_model=DevicePublic)
 def get_device(
-    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)], state: StateDep
+    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)], devices: DevicesDep
 ) -> DevicePublic:
     """Any name the catalogue resolves (``H100 PCIe``, ``Tesla V100-SXM2-16GB``, an lscpu model name); 404
     for an unknown name, with close matches, and for one several devices fit (``h100``), listing them."""
-    return state.registry.describe(state.catalogue.lookup(name))
+    return devices.describe(devices.catalogue.lookup(name))
 
 
 @router.post(
@@ -96,7 +96,7 @@ def get_device(
 )
 def register_device(
     body: Annotated[DeviceRegistration, Body(openapi_examples=REGISTRATIONS)],
-    state: StateDep,
+    models: ModelsDep,
     idempotency_key: IdempotencyKey = None,
 ) -> DevicePublic:
     """Register a spec sheet, and/or give K measurements that adapt the champion to the device, as one
@@ -106,8 +106,8 @@ def register_device(
     ``Idempotency-Key``, a retry changes nothing twice. Needs an API key."""
     once = None if idempotency_key is None else Idempotency(idempotency_key, _digest(body))
     try:  # registered after the measurements were validated: a refused request registers nothing (422)
-        registration = state.registry.registration(body.spec, body.device, body.task, body.measurements)
-        return state.register_device(registration, once)
+        registration = models.devices.registration(body.spec, body.device, body.task, body.measurements)
+        return models.register_device(registration, once)
     except IdempotencyKeyReused as exc:
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("header", "idempotency-key"), "msg": str(exc), "input": exc.key}]
@@ -127,12 +127,12 @@ def _digest(body: DeviceRegistration) -> str:
     dependencies=[Depends(require_api_key)],
 )
 def delete_device(
-    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=REGISTERED)], state: StateDep
+    name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=REGISTERED)], models: ModelsDep
 ) -> DevicePublic:
     """Remove a device you registered, with its measurements (the models forget them). A catalogue
     device, or one a served model was trained on, cannot be removed (409 says why); its measurements
     can (``DELETE /v1/devices/{name}/measurements``). Needs an API key."""
-    return state.registry.describe(state.remove_device(name), {})
+    return models.devices.describe(models.remove_device(name), {})
 
 
 @router.delete(
@@ -143,7 +143,7 @@ def delete_device(
 )
 def delete_measurements(
     name: Annotated[str, Path(max_length=MAX_NAME, openapi_examples=KNOWN)],
-    state: StateDep,
+    devices: DevicesDep,
     task: Annotated[
         str | None, Query(max_length=MAX_NAME, description="only this task's measurements (default: all)")
     ] = None,
@@ -151,4 +151,4 @@ def delete_measurements(
     """Forget the measurements given for a device (a catalogue device too), of one task or of all: its
     answers are those of the model as trained again. The device as it remains, with the measurements
     still held. Needs an API key."""
-    return state.registry.remove_measurements(name, None if task is None else get_task(task))
+    return devices.remove_measurements(name, None if task is None else get_task(task))

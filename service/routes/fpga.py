@@ -7,7 +7,7 @@ from fastapi import APIRouter, Body, Depends, Path
 from fastapi.openapi.models import Example
 from preflight.models.devices import InvalidRegistration, SubjectPublic
 from preflight.models.task import get_task
-from preflight.service.deps import KEY_RESPONSES, StateDep, require_api_key
+from preflight.service.deps import KEY_RESPONSES, DevicesDep, ModelsDep, require_api_key
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import (
     MAX_NAME,
@@ -56,21 +56,21 @@ REGISTRATIONS: dict[str, Example] = {
 def register_designs(
     kernel: Annotated[str, Path(max_length=MAX_NAME)],
     body: Annotated[DesignsRegistration, Body(openapi_examples=REGISTRATIONS)],
-    state: StateDep,
+    models: ModelsDep,
 ) -> SubjectPublic:
     """Synthesized designs of a kernel (a known kernel's name, or any name with the kernel's graph in
     each design) adapt that kernel's estimates only, every other kernel's answers unchanged: each
     design's residual against the model, spread over pragma space by a Gaussian process, with
     intervals calibrated on kernels held out in training. Needs an API key."""
     try:
-        registration = state.registry.subject_registration("fpga", kernel, body.designs)
+        registration = models.devices.subject_registration("fpga", kernel, body.designs)
     except InvalidRegistration as exc:
         raise exc.under("designs") from None
-    state.register_device(registration)
-    return state.registry.describe_subject(get_task("fpga"), kernel)
+    models.register_device(registration)
+    return models.devices.describe_subject(get_task("fpga"), kernel)
 
 
 @router.get("/v1/fpga/kernels/{kernel}/designs", response_model=SubjectPublic)
-def kernel_designs(kernel: Annotated[str, Path(max_length=MAX_NAME)], state: StateDep) -> SubjectPublic:
+def kernel_designs(kernel: Annotated[str, Path(max_length=MAX_NAME)], devices: DevicesDep) -> SubjectPublic:
     """How many synthesized designs of a kernel adapt its estimates."""
-    return state.registry.describe_subject(get_task("fpga"), kernel)
+    return devices.describe_subject(get_task("fpga"), kernel)

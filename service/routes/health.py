@@ -2,11 +2,11 @@
 and why the others don't)."""
 
 from fastapi import APIRouter, Response
-from preflight.service.deps import StateDep
+from preflight.service.deps import ModelsDep
 from preflight.service.errors import LIMITS
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import Readiness
-from preflight.service.state import SERVING, ServiceState
+from preflight.service.served import SERVING, ServedModels
 
 router = APIRouter(tags=["health"], responses=LIMITS, route_class=UnicodeRoute)
 
@@ -18,7 +18,7 @@ def healthz() -> dict:
 
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
-def readyz(state: StateDep, response: Response) -> Readiness:
+def readyz(models: ModelsDep, response: Response) -> Readiness:
     """200 once at least one task answers and none is still loading from the registry, while others
     may still train: ``status`` is ``training`` until start-up has finished, then ``ready``. 503 before
     (``starting``), or when start-up finished and no task can answer. ``loaded`` lists the tasks that
@@ -26,20 +26,20 @@ def readyz(state: StateDep, response: Response) -> Readiness:
     older version serves because the champion cannot load, failed, untrained, training, loading), its
     served version, and why (no paths: those are logged), including stored measurements set aside
     (malformed, or of a device that is gone) and where to."""
-    if not state.ready:
+    if not models.ready:
         response.status_code = 503
-    tasks = state.task_states()
+    tasks = models.task_states()
     return Readiness(
-        ready=state.ready,
-        status=_status(state),
+        ready=models.ready,
+        status=_status(models),
         loaded=[name for name, status in tasks.items() if status["state"] in SERVING],
-        training=state.training(),
+        training=models.training(),
         tasks=tasks,
     )
 
 
-def _status(state: ServiceState) -> str:
+def _status(models: ServedModels) -> str:
     """``ready`` or ``training`` (200), ``starting`` or ``no task can answer`` (503)."""
-    if state.ready:
-        return "ready" if state.started else "training"
-    return "no task can answer" if state.started else "starting"
+    if models.ready:
+        return "ready" if models.started else "training"
+    return "no task can answer" if models.started else "starting"

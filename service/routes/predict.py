@@ -11,10 +11,11 @@ from preflight.data.errors import UnknownTask
 from preflight.data.settings import Settings
 from preflight.models import budget
 from preflight.models.actions import ModelInfoPublic
+from preflight.models.devices import Champion
 from preflight.models.inference import predict_items
 from preflight.models.task import Task, all_tasks, get_task
 from preflight.service.batching import Batcher
-from preflight.service.deps import StateDep, served
+from preflight.service.deps import ModelsDep, served
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import (
     PredictRequest,
@@ -22,7 +23,7 @@ from preflight.service.schemas import (
     predict_request,
     predict_response,
 )
-from preflight.service.state import Champion, ServiceState
+from preflight.service.served import ServedModels
 from pydantic import TypeAdapter, ValidationError
 
 #: An answer as JSON, its predictions as ``Estimates.records`` made them: validating 10,000 of them
@@ -36,10 +37,10 @@ def _examples(task: Task) -> dict[str, Example]:
 
 
 def _endpoint(task: Task):
-    async def predict(body: PredictRequest, state: StateDep, response: Response) -> Response:
-        champion = served(state, task.name, response)  # 503 before a single item is read
-        costs, items = await run_in_threadpool(admitted, task, body.items, state.settings)  # loop stays free
-        records = await _batcher(state, task).predict(champion, items, body.coverage, costs)
+    async def predict(body: PredictRequest, models: ModelsDep, response: Response) -> Response:
+        champion = served(models, task.name, response)  # 503 before a single item is read
+        costs, items = await run_in_threadpool(admitted, task, body.items, models.settings)  # loop stays free
+        records = await _batcher(models, task).predict(champion, items, body.coverage, costs)
         answer = PredictResponse(
             task=task.name, model=ModelInfoPublic(**vars(champion.info)), predictions=records
         )
@@ -86,15 +87,15 @@ def item_schemas(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def _batcher(state: ServiceState, task: Task) -> Batcher:
+def _batcher(models: ServedModels, task: Task) -> Batcher:
     """The task's merger of concurrent requests (``service.batching``), made on first use."""
-    if task.name not in state.batchers:
+    if task.name not in models.batchers:
 
         def records(champion: Champion, items: list, coverage: float) -> list[dict]:
-            return predict_items(task, champion.predictor, state.catalogue, items, coverage).records()
+            return predict_items(task, champion.predictor, models.catalogue, items, coverage).records()
 
-        state.batchers[task.name] = Batcher(records)
-    return state.batchers[task.name]
+        models.batchers[task.name] = Batcher(records)
+    return models.batchers[task.name]
 
 
 def router() -> APIRouter:

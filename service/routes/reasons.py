@@ -7,7 +7,7 @@ from fastapi import APIRouter, Body
 from fastapi.openapi.models import Example
 from preflight.models.predictor import CODES
 from preflight.models.task import get_task
-from preflight.service.deps import StateDep
+from preflight.service.deps import ModelsDep
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import ExplainRequest, Explanation, ReasonCode
 
@@ -29,9 +29,9 @@ def ood_reasons() -> list[ReasonCode]:
 
 @router.post("/v1/ood-reasons/explain")
 def explain(
-    body: Annotated[ExplainRequest, Body(openapi_examples=WARNING_CODES)], state: StateDep
+    body: Annotated[ExplainRequest, Body(openapi_examples=WARNING_CODES)], models: ModelsDep
 ) -> list[Explanation]:
     """The full text of each warning, with the training ranges of the model that answers the task;
     a warning that is not a code comes back as it is."""
-    predictor = state.champion(get_task(body.task).name).predictor
+    predictor = models.champion(get_task(body.task).name).predictor
     return [Explanation(warning=w, text=predictor.explain(w)) for w in body.warnings]

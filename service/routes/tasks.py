@@ -1,6 +1,6 @@
 from fastapi import APIRouter
 from preflight.models.task import all_tasks
-from preflight.service.deps import StateDep
+from preflight.service.deps import ModelsDep
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import TargetPublic, TaskPublic
 
@@ -8,11 +8,11 @@ router = APIRouter(tags=["tasks"], route_class=UnicodeRoute)
 
 
 @router.get("/v1/tasks", response_model=list[TaskPublic])
-def list_tasks(state: StateDep) -> list[TaskPublic]:
+def list_tasks(models: ModelsDep) -> list[TaskPublic]:
     """Each task with its input schema, targets and the champion this service has loaded."""
 
     def champion(task: str) -> dict | None:
-        loaded = state.champions.get(task)
+        loaded = models.champions.get(task)
         return None if loaded is None else {k: v for k, v in vars(loaded.info).items() if k != "name"}
 
     return [

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Body, Response
 from fastapi.openapi.models import Example
 from preflight.models import whatif
 from preflight.models.task import get_task
-from preflight.service.deps import StateDep, served
+from preflight.service.deps import ModelsDep, served
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import WhatIfRequest, WhatIfResponse
 
@@ -39,7 +39,7 @@ COMPARISONS: dict[str, Example] = {
 
 @router.post("/v1/whatif", response_model=WhatIfResponse)
 def what_if(
-    body: Annotated[WhatIfRequest, Body(openapi_examples=COMPARISONS)], state: StateDep, response: Response
+    body: Annotated[WhatIfRequest, Body(openapi_examples=COMPARISONS)], models: ModelsDep, response: Response
 ) -> WhatIfResponse:
     """Time (and energy, and cost where a price is given) per run of the workload on each device, with
     intervals; devices the model cannot answer for are listed under ``skipped``.
@@ -49,10 +49,10 @@ def what_if(
     --workload`` reads can be posted as it is."""
     task = get_task(body.work.task)
     names = None if body.devices == "all" else body.devices
-    devices = whatif.candidates(task, state.catalogue, names)
-    prices = whatif.prices_by_device(state.catalogue, devices, body.prices)
-    champion = served(state, task.name, response)
+    devices = whatif.candidates(task, models.catalogue, names)
+    prices = whatif.prices_by_device(models.catalogue, devices, body.prices)
+    champion = served(models, task.name, response)
     result = whatif.compare(
-        task, champion.predictor, state.catalogue, body.work.items, devices, prices, body.coverage
+        task, champion.predictor, models.catalogue, body.work.items, devices, prices, body.coverage
     )
     return WhatIfResponse.of(result, champion.info)

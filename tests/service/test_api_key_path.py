@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from preflight.data.settings import Settings
-from preflight.service.state import ServiceState
+from preflight.service.deps import api_keys
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -33,7 +33,7 @@ def test_the_readme_reads_the_key_of_the_home_in_use(home, tmp_path, monkeypatch
 def test_every_start_logs_where_the_key_is(tmp_path, caplog):
     settings = Settings(home=tmp_path / "home")  # no PREFLIGHT_API_KEYS: the home's own key
     with caplog.at_level(logging.INFO, logger="preflight.service"):
-        ServiceState.create(settings)  # generates it
-        ServiceState.create(settings)  # reads it
+        api_keys(settings)  # generates it
+        api_keys(settings)  # reads it
     where = [r.getMessage() for r in caplog.records if "API key" in r.getMessage()]
     assert len(where) == 2 and all(m.endswith(f" {(tmp_path / 'home' / 'api-key').resolve()}") for m in where)

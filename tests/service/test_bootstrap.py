@@ -3,8 +3,8 @@
 import logging
 
 from preflight.data.settings import Settings
-from preflight.service import state as service_state
-from preflight.service.state import ServiceState
+from preflight.service import served
+from preflight.service.served import ServedModels
 
 from tests.samples import sample_paths
 
@@ -14,12 +14,10 @@ TASK = "nas-curve"
 def test_the_first_start_promotes_a_first_version_and_says_so(tmp_path, monkeypatch, caplog):
     paths = sample_paths(TASK, tmp_path / "data")
     # one task's small data at hand, none for the others (the shipped sets take minutes to train on)
-    monkeypatch.setattr(
-        service_state, "available_sources", lambda task, _: paths if task.name == TASK else {}
-    )
-    state = ServiceState.create(Settings(home=tmp_path / "home", api_keys=["k" * 16]))
+    monkeypatch.setattr(served, "available_sources", lambda task, _: paths if task.name == TASK else {})
+    models = ServedModels.create(Settings(home=tmp_path / "home"))
     with caplog.at_level(logging.INFO, logger="preflight"):
-        state.start(bootstrap=True)
-    assert state.tasks[TASK].state == "ready" and state.tasks[TASK].version == "1"
+        models.start(bootstrap=True)
+    assert models.tasks[TASK].state == "ready" and models.tasks[TASK].version == "1"
     registered = [r.getMessage() for r in caplog.records if r.getMessage().startswith("registered ")]
     assert registered == [f"registered preflight.{TASK} v1, promoted: preflight.{TASK} had no champion yet"]

@@ -78,7 +78,7 @@ def test_a_registered_device_can_be_deleted_with_its_measurements(home):
         deleted = client.delete("/v1/devices/lab-gpu")
         assert deleted.status_code == 200 and deleted.json()["spec"]["id"] == "lab-gpu"
         assert client.get("/v1/devices/lab-gpu").status_code == 404
-        assert client.app.state.preflight.registry.measurements == {}  # type: ignore[attr-defined]
+        assert client.app.state.devices.measurements == {}  # type: ignore[attr-defined]
         assert client.delete("/v1/devices/h100").status_code == 409  # a catalogue entry stays
         assert client.delete("/v1/devices/warp-drive").status_code == 404
 
@@ -104,7 +104,7 @@ def test_a_refused_measurement_registers_no_new_device(home):
 def test_workers_sharing_a_home_never_lose_each_others_registrations(home):
     with api_client(home) as first, api_client(home) as second:
         assert first.post("/v1/devices", json={"spec": SPEC}).status_code == 201
-        second.app.state.preflight.registry.sync()  # type: ignore[attr-defined]  # what its watcher does
+        second.app.state.devices.sync()  # type: ignore[attr-defined]  # what its watcher does
         assert second.get("/v1/devices/lab-gpu").status_code == 200
         estimate = _runtime(second, "lab-gpu")
         shots = [SHAPE | {"runtime_ms": estimate * 2}] * 5

@@ -44,7 +44,7 @@ def _limit_ms(client: TestClient, device: str) -> float:
     import pandas as pd
     from preflight.models.task import get_task
 
-    task, catalogue = get_task("gemm"), client.app.state.preflight.catalogue  # type: ignore[attr-defined]
+    task, catalogue = get_task("gemm"), client.app.state.models.catalogue  # type: ignore[attr-defined]
     rows = task.items_to_rows([task.item.model_validate(SHAPE | {"device": device})])
     return float(task.featurize(pd.DataFrame(rows), catalogue).reference["runtime_ms"].iloc[0])
 

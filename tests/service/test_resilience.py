@@ -163,22 +163,22 @@ def test_the_watcher_notices_a_moved_alias(home):
     import time
 
     with api_client(home) as client:
-        client.app.state.preflight.settings.reload_interval_s = 0.05  # type: ignore[attr-defined]
+        client.app.state.models.settings.reload_interval_s = 0.05  # type: ignore[attr-defined]
         newer = _second_version(home)
         tracking.client(Settings(home=home)).set_registered_model_alias(
             "preflight.nas-curve", "champion", newer
         )
-        state = client.app.state.preflight  # type: ignore[attr-defined]
+        models = client.app.state.models  # type: ignore[attr-defined]
         import threading
 
         stop = threading.Event()
-        watcher = threading.Thread(target=state.watch, args=(stop,), daemon=True)
+        watcher = threading.Thread(target=models.watch, args=(stop,), daemon=True)
         watcher.start()
         deadline = time.monotonic() + 30
-        while state.tasks["nas-curve"].version != newer and time.monotonic() < deadline:
+        while models.tasks["nas-curve"].version != newer and time.monotonic() < deadline:
             time.sleep(0.05)
         stop.set()
-        assert state.tasks["nas-curve"].version == newer
+        assert models.tasks["nas-curve"].version == newer
 
 
 @pytest.mark.parametrize("size", [60 * 2**20])

@@ -11,8 +11,8 @@ from preflight.data.errors import NotReadyYet
 from preflight.data.settings import Settings
 from preflight.models import training
 from preflight.models.task import get_task
-from preflight.service import state as service_state
-from preflight.service.state import LEAD_TASK, RETRY_AFTER_S, ServiceState
+from preflight.service import served
+from preflight.service.served import LEAD_TASK, RETRY_AFTER_S, ServedModels
 
 from tests.client import api_client
 from tests.samples import sample_paths
@@ -39,9 +39,7 @@ def gated(tmp_path, monkeypatch) -> tuple[Path, threading.Event]:
         get_task(LOADED), settings, Catalogue.load(), paths=sample_paths(LOADED, tmp_path / LOADED)
     )
     paths = sample_paths(TRAINING, tmp_path / TRAINING)
-    monkeypatch.setattr(
-        service_state, "available_sources", lambda task, _: paths if task.name == TRAINING else {}
-    )
+    monkeypatch.setattr(served, "available_sources", lambda task, _: paths if task.name == TRAINING else {})
     real = training.train
 
     def train(*args, **kwargs):
@@ -72,21 +70,21 @@ def test_a_task_answers_while_another_still_trains(gated):
 
 
 def test_the_lead_task_trains_first_and_the_others_say_they_wait_their_turn(tmp_path, monkeypatch):
-    state = ServiceState.create(Settings(home=tmp_path / "home", api_keys=["k" * 16]))
+    models = ServedModels.create(Settings(home=tmp_path / "home"))
     with pytest.raises(NotReadyYet, match="loading its model"):  # before start-up has loaded it
-        state.champion(LEAD_TASK)
-    monkeypatch.setattr(service_state, "available_sources", lambda task, _: {"sample": tmp_path})
+        models.champion(LEAD_TASK)
+    monkeypatch.setattr(served, "available_sources", lambda task, _: {"sample": tmp_path})
     order: list[tuple[str, str]] = []
 
     def train(task, *args, **kwargs):  # each task in turn, its status; and a queued one, during the first
-        order.append((task.name, state.tasks[task.name].detail))
+        order.append((task.name, models.tasks[task.name].detail))
         if len(order) == 1:
             with pytest.raises(NotReadyYet, match=r"queued to train its first version \(2 of"):
-                state.champion(next(name for name, s in state.tasks.items() if "(2 of" in s.detail))
+                models.champion(next(name for name, s in models.tasks.items() if "(2 of" in s.detail))
 
     monkeypatch.setattr(training, "train", train)
-    state.start(bootstrap=True)
+    models.start(bootstrap=True)
     assert order[0][0] == LEAD_TASK and order[0][1].startswith(
         "training its first version from the data at hand (1 of"
     )
-    assert len(order) == len(state.tasks) and state.training() == []
+    assert len(order) == len(models.tasks) and models.training() == []

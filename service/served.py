@@ -1,4 +1,6 @@
-"""What the running service holds: settings, a model per task, the home's device registry and API keys.
+"""The served models: a model per task, loaded, falling back, trained at first start and reloaded,
+each adapted to the home's device registry (``models/devices.py``), which the service composes with
+them.
 
 Each task loads, fails and reports on its own (:class:`TaskStatus`): one damaged version or side
 file never takes another task down. A task whose champion cannot load serves its newest loadable
@@ -11,15 +13,13 @@ Python API): each model answers adapted to them, and is refitted whenever they c
 from __future__ import annotations
 
 import logging
-import os
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 from preflight.data.catalogue import Catalogue, DeviceSpec
-from preflight.data.errors import DataError, ModelUnavailable, NotReadyYet, NotTrained
+from preflight.data.errors import ModelUnavailable, NotReadyYet, NotTrained
 from preflight.data.settings import Settings
 from preflight.models import tracking
 from preflight.models.datasets import available_sources
@@ -47,31 +47,31 @@ class TaskStatus:
 
 
 @dataclass
-class ServiceState:
-    """The served models (loaded, falling back, bootstrapped, reloaded), each adapted by the home's
-    device registry, with the API keys and request batchers."""
+class ServedModels:
+    """A champion per task (loaded, falling back, bootstrapped, reloaded), each adapted to the
+    ``devices`` registry, with the batchers that merge concurrent requests."""
 
     settings: Settings
-    registry: DeviceRegistry
+    devices: DeviceRegistry
     champions: dict[str, Champion] = field(default_factory=dict)
     tasks: dict[str, TaskStatus] = field(default_factory=dict)
-    api_keys: tuple[str, ...] = ()
     started: bool = False
     _loading: threading.Lock = field(default_factory=threading.Lock, repr=False)  # one (re)load at a time
     batchers: dict[str, Batcher] = field(default_factory=dict, repr=False)  # concurrent requests merged
     _aliases: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.registry.on_change = self._readapt_all
+        self.devices.on_change = self._readapt_all
 
     @classmethod
-    def create(cls, settings: Settings) -> ServiceState:
-        """The state of a home: its devices and measurements read (an interrupted change completed first)."""
-        state = cls(settings, DeviceRegistry.open(settings), api_keys=_api_keys(settings))
-        state.tasks = {
+    def create(cls, settings: Settings) -> ServedModels:
+        """A home's models, none loaded yet, over its devices and measurements (read, an interrupted
+        change completed first)."""
+        models = cls(settings, DeviceRegistry.open(settings))
+        models.tasks = {
             t.name: TaskStatus("loading", "loading its model from the registry") for t in all_tasks()
         }
-        return state
+        return models
 
     def start(self, bootstrap: bool) -> None:
         """Load every task's model, :data:`LEAD_TASK` first; with ``bootstrap``, train those with no
@@ -136,9 +136,9 @@ class ServiceState:
             if serving.fallback:
                 log.warning("%s: %s", task.name, serving.fallback)
             loaded = Champion.loaded(serving.predictor, serving.info, serving.fallback)
-            with self.registry.lock:  # adapted to the measurements as they are when it is swapped in
+            with self.devices.lock:  # adapted to the measurements as they are when it is swapped in
                 old = self.champions.get(task.name)
-                self.champions[task.name] = self.registry.adapted(task, loaded)
+                self.champions[task.name] = self.devices.adapted(task, loaded)
             self._aliases[task.name] = serving.alias
             state = "fallback" if serving.fallback else "ready"
             self.tasks[task.name] = TaskStatus(state, serving.fallback or "", serving.info.version)
@@ -180,7 +180,7 @@ class ServiceState:
         while interval > 0 and not stop.wait(interval):
             try:
                 self.reload()
-                self.registry.sync()
+                self.devices.sync()
             except Exception:  # the watcher must outlive any one failure
                 log.exception("reloading failed; trying again in %g s", interval)
 
@@ -219,7 +219,7 @@ class ServiceState:
         became of its stored measurements where some were set aside or could not adapt its model."""
         states = {}
         for name, status in sorted(self.tasks.items()):
-            notes = [status.detail, *self.registry.notes(name)]
+            notes = [status.detail, *self.devices.notes(name)]
             states[name] = asdict(status) | {"detail": "; ".join(note for note in notes if note)}
         return states
 
@@ -240,45 +240,23 @@ class ServiceState:
     @property
     def catalogue(self) -> Catalogue:
         """The devices the models answer for: the catalogue with those registered in the home."""
-        return self.registry.catalogue
+        return self.devices.catalogue
 
     def register_device(self, registration: Registration, once: Idempotency | None = None) -> DevicePublic:
         """Carry out a registration (see ``DeviceRegistry.register``), its task's model adapted to the
         measurements swapped in with it."""
-        with self.registry.lock:
-            answer, champions = self.registry.register(registration, self.champion, once)
+        with self.devices.lock:
+            answer, champions = self.devices.register(registration, self.champion, once)
             self.champions.update(champions)
         return answer
 
     def remove_device(self, name: str) -> DeviceSpec:
         """Unregister a user's device and forget its measurements; one a served model was trained on
         cannot be removed (see ``DeviceRegistry.remove_device``)."""
-        return self.registry.remove_device(name, lambda: self.champions)
+        return self.devices.remove_device(name, lambda: self.champions)
 
     def _readapt_all(self) -> None:
         """Every champion refitted from its base to the measurements and devices as they now are (the
         registry calls it, under its lock, when they changed)."""
         for name, champion in list(self.champions.items()):
-            self.champions[name] = self.registry.adapted(get_task(name), champion)
-
-
-def _api_keys(settings: Settings) -> tuple[str, ...]:
-    """``PREFLIGHT_API_KEYS``, or the home's own key, generated on first start (owner-only file)."""
-    if settings.api_keys:
-        return tuple(settings.api_keys)
-    path = settings.api_key_file.resolve()  # the log names it wherever the service was started from
-    settings.home.mkdir(parents=True, exist_ok=True)
-    try:  # exclusive: of several workers starting at once, one writes the key and all read it
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        log.info("routes that change state take the API key in %s", path)
-    else:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(32) + "\n")
-        log.warning("generated an API key for routes that change state: see %s", path)
-    for _ in range(100):  # another worker may be writing it right now
-        key = path.read_text().strip()
-        if key:
-            return (key,)
-        time.sleep(0.01)
-    raise DataError(f"{path} is empty: delete it to have a key generated, or set PREFLIGHT_API_KEYS")
+            self.champions[name] = self.devices.adapted(get_task(name), champion)
