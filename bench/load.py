@@ -4,7 +4,9 @@ One run starts two single-process servers and measures both with the same asynci
 
 - preflight: ``uvicorn --factory preflight.service.app:create_app`` on a copy of ``--home`` (its
   ``mlflow.db`` and small files; its artifacts are linked, not copied), or on a temporary home where
-  ``preflight train gemm`` trains a champion first (a few minutes on 2 busy cores);
+  ``preflight train gemm --family tree`` trains a champion first (a few minutes on 2 busy cores):
+  MLflow serves the same LightGBM booster, so the gemm champion must be a tree (the default family
+  is physics, whose shape term is several boosters inside a law);
 - MLflow: the gemm champion's LightGBM booster (``predictor/family/runtime_ms.lgb``) logged with
   ``mlflow.lightgbm.log_model`` into a temporary MLflow store and served by ``mlflow models serve
   --env-manager local -w 1``. Its input is the feature matrix that booster sees (preflight's
@@ -82,15 +84,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def prepare_home(home: Path | None, work: Path, commands: list[str]) -> Path:
     """A home the bench may change: a copy of ``home`` (its tables left out, its artifacts linked,
-    since the bench only reads them), or a new one with a gemm champion from ``preflight train gemm``."""
+    since the bench only reads them), or a new one with a gemm champion from ``preflight train gemm
+    --family tree``."""
     target = work / "home"
     if home is not None:
         shutil.copytree(home, target, ignore=shutil.ignore_patterns("artifacts", "tables"))
         (target / "artifacts").symlink_to((home / "artifacts").resolve(), target_is_directory=True)
         return target
-    command = [str(BIN / "preflight"), "train", "gemm"]
+    command = [str(BIN / "preflight"), "train", "gemm", "--family", "tree"]
     commands.append(f"PREFLIGHT_HOME={target} {shlex.join(command)}")
-    log("training a gemm champion (preflight train gemm)")
+    log("training a gemm champion (preflight train gemm --family tree)")
     subprocess.run(command, env=preflight_env(target), check=True, stdout=subprocess.DEVNULL)
     return target
 
@@ -121,8 +124,13 @@ def champion_booster(home: Path, work: Path) -> TreeFamily:
     client = tracking.client(Settings(home=home))
     version = client.get_model_version_by_alias(tracking.model_name("gemm"), tracking.CHAMPION)
     work.mkdir(parents=True, exist_ok=True)
-    folder = client.download_artifacts(version.run_id, "predictor/family", str(work))
-    return TreeFamily.load(Path(folder))
+    folder = Path(client.download_artifacts(version.run_id, "predictor/family", str(work)))
+    if not (folder / "tree.json").exists():
+        raise SystemExit(
+            f"the gemm champion of {home} is not a tree: MLflow serves its booster beside preflight, so "
+            "train the bench's home with `preflight train gemm --family tree`"
+        )
+    return TreeFamily.load(folder)
 
 
 def log_booster(family: TreeFamily, example: dict, store: str) -> str:
