@@ -4,7 +4,8 @@ r"""FPGA synthesis figures for docs/BENCHMARKS.md (issue 14).
 
 Every estimate is out of fold: 5 folds grouped by kernel (HLSyn's 35 kernels, 34 with a graph:
 31,561 designs), from predictors (calibration included) fitted without the row's kernel
-(``models/analysis.py``, exactly what ``preflight evaluate fpga --split kernel`` runs). Per family:
+(``models/presentation/analysis.py``, exactly what ``preflight evaluate fpga --split kernel`` runs).
+Per family:
 
 - ``metrics``: the ``evaluate --json`` metrics (``cycles`` MAPE, median APE, RMSE of log10 and 0.9
   coverage; ``lut``/``ff``/``dsp``/``bram`` MAE and coverage, on the designs that fit; ``valid`` ROC
@@ -36,10 +37,10 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models.analysis import cross_validated
-from preflight.models.evaluate import Outcome
-from preflight.models.explore import feasible
-from preflight.models.task import get_task
+from preflight.models.core.evaluate import Outcome
+from preflight.models.core.task import get_task
+from preflight.models.presentation.analysis import cross_validated
+from preflight.models.tools.explore import feasible
 
 OUT = Path(__file__).parent / "out" / "fpga.json"
 LIMITS = {"lut": 0.8, "ff": 0.8, "dsp": 0.8, "bram": 0.8}

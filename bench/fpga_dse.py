@@ -34,9 +34,9 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.features import Features
-from preflight.models.explore import feasible, next_batch
-from preflight.models.predictor import Predictor, folds
-from preflight.models.task import get_task
+from preflight.models.core.predictor import Predictor, folds
+from preflight.models.core.task import get_task
+from preflight.models.tools.explore import feasible, next_batch
 from sklearn.metrics import roc_auc_score
 
 OUT = Path(__file__).parent / "out" / "fpga_dse.json"

@@ -37,8 +37,8 @@ def trained_home(folder: Path) -> Path:
     sys.path.insert(0, str(ROOT))
     from preflight.data.catalogue import Catalogue
     from preflight.data.settings import Settings
-    from preflight.models.task import all_tasks
-    from preflight.models.training import train
+    from preflight.models.core.task import all_tasks
+    from preflight.models.core.training import train
 
     from tests.samples import sample_paths
 

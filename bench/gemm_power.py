@@ -1,4 +1,4 @@
-"""GEMM power from the spec sheet's TDP and the achieved utilisation (models/power.py).
+"""GEMM power from the spec sheet's TDP and the achieved utilisation (models/tools/power.py).
 
     PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/gemm_power.py [--datasets PATH]
 
@@ -31,8 +31,8 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.data.sources import local_gemm
 from preflight.features.gemm import gemm_on_device
-from preflight.models import power
-from preflight.models.datasets import load_source
+from preflight.models.core.datasets import load_source
+from preflight.models.tools import power
 from sklearn.model_selection import GroupKFold
 
 #: Large GEMMs: >= 2^38 flops, >= 9.4 ms at the RTX 4070's fp32 peak (26-166 ms measured): the sweep's

@@ -5,7 +5,7 @@ r"""Co-location interference figures for docs/BENCHMARKS.md (issue 13).
 
 Every estimate is out of fold, from predictors (calibration included) fitted without the row's
 neighbour mix (``Interference_Name``; MARLA's 24 names are 22 mixes, the three baselines one
-``alone`` mix), 5 grouped folds (``models/evaluate.py``). Then:
+``alone`` mix), 5 grouped folds (``models/core/evaluate.py``). Then:
 
 - ``preflight``: the ``interference`` task (load, solo profile, neighbour counts) with its tree and
   the linear baseline: ``norm_perf`` MAE over all rows and over co-located rows, 0.9 coverage.
@@ -35,9 +35,9 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.interference import ALONE
 from preflight.data.settings import Settings
 from preflight.features.interference import neighbour_counts
-from preflight.models.evaluate import Outcome, cross_validate
-from preflight.models.metrics import regression
-from preflight.models.task import get_task
+from preflight.models.core.evaluate import Outcome, cross_validate
+from preflight.models.core.metrics import regression
+from preflight.models.core.task import get_task
 
 OUT = Path(__file__).parent / "out" / "interference.json"
 

@@ -101,7 +101,7 @@ def prepare_home(home: Path | None, work: Path, commands: list[str]) -> Path:
 def second_version(home: Path) -> Callable[[], str]:
     """Register the champion's artifacts again as a new version; returns what moves the alias there."""
     from preflight.data.settings import Settings
-    from preflight.models import tracking
+    from preflight.models.registry import tracking
 
     client = tracking.client(Settings(home=home))
     name = tracking.model_name("gemm")
@@ -118,8 +118,8 @@ def second_version(home: Path) -> Callable[[], str]:
 def champion_booster(home: Path, work: Path) -> TreeFamily:
     """The gemm champion's tree family (booster and feature columns), read from its run's artifacts."""
     from preflight.data.settings import Settings
-    from preflight.models import tracking
     from preflight.models.families.tree import TreeFamily
+    from preflight.models.registry import tracking
 
     client = tracking.client(Settings(home=home))
     version = client.get_model_version_by_alias(tracking.model_name("gemm"), tracking.CHAMPION)
@@ -176,7 +176,7 @@ class Bodies:
 
     def __init__(self, home: Path, columns: list[str]) -> None:
         from preflight.data.catalogue import Catalogue
-        from preflight.models.task import get_task
+        from preflight.models.core.task import get_task
 
         self.task, self.columns = get_task("gemm"), columns
         self.catalogue = Catalogue.load(home / "devices.json")

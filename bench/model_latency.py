@@ -19,8 +19,8 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate
-from preflight.models.task import get_task
+from preflight.models.core import evaluate
+from preflight.models.core.task import get_task
 
 TASK = get_task("model-latency")
 OUT = Path(__file__).parent / "out" / "model_latency.json"

@@ -34,9 +34,9 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import analysis
-from preflight.models.datasets import load_source
-from preflight.models.task import get_task
+from preflight.models.core.datasets import load_source
+from preflight.models.core.task import get_task
+from preflight.models.presentation import analysis
 
 SETTINGS = Settings()
 CATALOGUE = Catalogue.load(SETTINGS.devices_file)

@@ -13,7 +13,7 @@ without that run's ``arch_group``: its architecture (LCDB: its dataset), 5 group
   (``extrapolation``: the power-law/exponential/log-power ensemble; ``last-value``). LCDB (curves
   over training-set size, ``--lcdb-runs`` of its 124,000 drawn with seed 0) gets this table only.
 - ``replay``: random search over ``--candidates`` runs drawn per seed, in random order, each trained
-  epoch by epoch; after each measured epoch the rule of ``models/early_stop.py`` (stop when
+  epoch by epoch; after each measured epoch the rule of ``models/tools/early_stop.py`` (stop when
   P(final > incumbent) < risk) decides, with the incumbent the best finished run so far. Compute is
   epochs trained (local-curves, also recorded wall seconds) or training energy (EC-NAS, cumulative
   kWh at the stopping epoch); regret is the best final accuracy among the candidates minus the
@@ -23,7 +23,7 @@ without that run's ``arch_group``: its architecture (LCDB: its dataset), 5 group
   drawn with the seed), and over the decision points the replays visited (where runs that survived
   earlier checks are those the model has overrated so far, a selection the first table is free of).
   A final accuracy equal to the incumbent's does not beat it: P is taken half an accuracy step
-  above the incumbent (``models/early_stop.py::beat_threshold``; digits' 600 validation images).
+  above the incumbent (``models/tools/early_stop.py::beat_threshold``; digits' 600 validation images).
 
 Writes bench/out/nas_early_stop.json and prints the tables.
 """
@@ -42,11 +42,11 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.collect.curves import VALID_ROWS
 from preflight.data.settings import Settings
-from preflight.models.conformal import Conformal
-from preflight.models.datasets import load_source
-from preflight.models.early_stop import DEFAULT_RISK, beat_threshold, stop
-from preflight.models.predictor import Predictor
-from preflight.models.task import get_task
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.datasets import load_source
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import get_task
+from preflight.models.tools.early_stop import DEFAULT_RISK, beat_threshold, stop
 from sklearn.model_selection import GroupKFold
 
 SETTINGS = Settings()

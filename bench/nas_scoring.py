@@ -25,8 +25,8 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models.task import get_task
-from preflight.models.training import train
+from preflight.models.core.task import get_task
+from preflight.models.core.training import train
 from serve_latency import OUT_DIR, Client, free_port, start_server, stop_server, wait_ready
 
 MAX_ITEMS = 10_000

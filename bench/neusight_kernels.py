@@ -22,8 +22,8 @@ import pandas as pd
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate
-from preflight.models.task import get_task
+from preflight.models.core import evaluate
+from preflight.models.core.task import get_task
 
 TASK = get_task("gemm")
 SETTINGS = Settings()

@@ -39,10 +39,11 @@ from typing import Any
 import numpy as np
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import artifacts, tracking
-from preflight.models.actions import ModelInfoPublic
-from preflight.models.predictor import Predictor
-from preflight.models.task import get_task
+from preflight.models.core import artifacts
+from preflight.models.core.actions import ModelInfoPublic
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import get_task
+from preflight.models.registry import tracking
 from preflight.service.schemas import PredictResponse, predict_request
 from pydantic import TypeAdapter
 from serve_latency import DEVICES, DTYPES, MAX_DIM  # the same item mix as the latency benchmark
@@ -208,7 +209,7 @@ def _tl2cgen(booster, folder: Path) -> Callable[[np.ndarray], np.ndarray]:
 
 def encodings(predictor: Predictor, catalogue: Catalogue, info: ModelInfoPublic, seconds: float) -> None:
     """Pydantic's JSON (FastAPI's default) against orjson, and the response size for 1,000 OOD items."""
-    from preflight.models.inference import predict_items
+    from preflight.models.core.inference import predict_items
 
     items = REQUEST.model_validate({"items": ood_items(1000)}).items
     estimates = predict_items(TASK, predictor, catalogue, items).estimates

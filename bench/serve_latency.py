@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from preflight.models import tracking
+from preflight.models.registry import tracking
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "bench" / "out"

@@ -274,7 +274,7 @@ def notation(space: str, arch: str | list | dict) -> str:
     return json.dumps(arch, separators=(",", ":"))
 
 
-#: Work units of an architecture (``models/budget.py``): a search space's notation is a few units, an
+#: Work units of an architecture (``models/core/budget.py``): a search space's notation is a few units, an
 #: explicit graph a unit per eight nodes, edges or adjacency cells (a dense 256-node graph ~4,000).
 NOTATION_COST, ELEMENTS_PER_UNIT = 4, 8
 

@@ -131,7 +131,7 @@ def is_source_text(spec: str) -> bool:
     return any(mark in spec for mark in "\n{;")
 
 
-#: Work units of a design (``models/budget.py``): parsing its graph and checking its pragmas costs
+#: Work units of a design (``models/core/budget.py``): parsing its graph and checking its pragmas costs
 #: about twenty GEMM estimates, plus one per four nodes or edges of a graph sent inline (GEXF text: per
 #: hundred characters) and one per hundred characters of a C source sent inline.
 DESIGN_COST, GRAPH_ELEMENTS_PER_UNIT, GEXF_CHARACTERS_PER_UNIT = 20, 4, 100

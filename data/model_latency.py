@@ -621,7 +621,7 @@ def _switch(config: dict, batch: int, seq: int) -> list[OperatorSpec]:
     ]
 
 
-#: Work units of one operator of a model item (``models/budget.py``): featurizing and timing its
+#: Work units of one operator of a model item (``models/core/budget.py``): featurizing and timing its
 #: kernels, forward and backward, costs about ten GEMM estimates.
 OPERATOR_COST = 10
 

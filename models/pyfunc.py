@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import artifacts
-from preflight.models.inference import predict_items
-from preflight.models.predictor import Estimates, Predictor
-from preflight.models.task import Task
+from preflight.models.core import artifacts
+from preflight.models.core.inference import predict_items
+from preflight.models.core.predictor import Estimates, Predictor
+from preflight.models.core.task import Task
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 

@@ -5,7 +5,7 @@ featurizing and calibration, while a call of hundreds of items costs little more
 that arrive while a call is computing wait for it to finish and then go together, so an idle service
 adds no delay and a busy one answers many requests per model call.
 
-A call takes at most :data:`CALL_COST` units of work (``models/budget.py``), so a large request is
+A call takes at most :data:`CALL_COST` units of work (``models/core/budget.py``), so a large request is
 answered over several calls. Between calls, a request whose client has gone (its deadline passed)
 drops what it has left, and requests not yet started go before one already under way: a large
 request delays a small one by one call at most. A request a merged call fails on (an unknown device

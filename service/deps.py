@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Request, Response, Security
 from fastapi.security import APIKeyHeader
 from preflight.data.errors import DataError
 from preflight.data.settings import Settings
-from preflight.models.devices import Champion, DeviceRegistry
+from preflight.models.registry.devices import Champion, DeviceRegistry
 from preflight.service.served import ServedModels
 
 log = logging.getLogger("preflight.service")

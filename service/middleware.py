@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from preflight.models import budget
+from preflight.models.core import budget
 from prometheus_client import Counter, Histogram
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send

@@ -4,11 +4,11 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
-from preflight.models.actions import MAX_ITEMS, MAX_MEASUREMENTS, Estimate, ModelInfoPublic
-from preflight.models.targets import Target
-from preflight.models.task import Task
-from preflight.models.tracking import ModelInfo
-from preflight.models.whatif import WhatIf
+from preflight.models.core.actions import MAX_ITEMS, MAX_MEASUREMENTS, Estimate, ModelInfoPublic
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task
+from preflight.models.registry.tracking import ModelInfo
+from preflight.models.tools.whatif import WhatIf
 from pydantic import (
     BaseModel,
     ConfigDict,

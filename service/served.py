@@ -1,12 +1,12 @@
 """The served models: a model per task, loaded, falling back, trained at first start and reloaded,
-each adapted to the home's device registry (``models/devices.py``), which the service composes with
+each adapted to the home's device registry (``models/registry/devices.py``), which the service composes with
 them.
 
 Each task loads, fails and reports on its own (:class:`TaskStatus`): one damaged version or side
 file never takes another task down. A task whose champion cannot load serves its newest loadable
 version and says so. Models are replaced, never changed in place: a registration or a reload builds
 the new model first and swaps it in under the registry's lock, so a request in flight keeps the one it
-started with. Devices and measurements are the registry's (``models/devices.py``, shared with the
+started with. Devices and measurements are the registry's (``models/registry/devices.py``, shared with the
 Python API): each model answers adapted to them, and is refitted whenever they change.
 """
 
@@ -21,10 +21,16 @@ from dataclasses import asdict, dataclass, field, replace
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.errors import ModelUnavailable, NotReadyYet, NotTrained
 from preflight.data.settings import Settings
-from preflight.models import tracking
-from preflight.models.datasets import available_sources
-from preflight.models.devices import Champion, DevicePublic, DeviceRegistry, Idempotency, Registration
-from preflight.models.task import Task, all_tasks, get_task
+from preflight.models.core.datasets import available_sources
+from preflight.models.core.task import Task, all_tasks, get_task
+from preflight.models.registry import tracking
+from preflight.models.registry.devices import (
+    Champion,
+    DevicePublic,
+    DeviceRegistry,
+    Idempotency,
+    Registration,
+)
 from preflight.service.batching import Batcher
 
 log = logging.getLogger("preflight.service")
@@ -185,7 +191,7 @@ class ServedModels:
                 log.exception("reloading failed; trying again in %g s", interval)
 
     def _train(self, task: Task) -> None:
-        from preflight.models.training import train
+        from preflight.models.core.training import train
 
         # the gate promotes a first version; one another trainer registered meanwhile is kept
         train(task, self.settings, self.catalogue, paths=available_sources(task, self.settings))

@@ -95,8 +95,8 @@ def trained_home(tmp_path_factory) -> Path:
     """A PREFLIGHT_HOME with a champion of every registered task, trained on that task's sample data
     (``tests/samples.py``: gemm on the shipped local-gemm sweep, real data; the others on small files
     the tests make)."""
-    from preflight.models.task import all_tasks
-    from preflight.models.training import train
+    from preflight.models.core.task import all_tasks
+    from preflight.models.core.training import train
 
     from tests.samples import sample_paths
 

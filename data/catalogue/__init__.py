@@ -73,7 +73,7 @@ class Kind:
     #: its code among the featurizers' inputs (``features/device.py``; fixed: trained models read them);
     #: ``None`` for a kind with no spec sheet to speak of (a device known only by measurements)
     code: int | None
-    #: the physics prior its power follows (``models/power.py``); ``None``: its power is not estimated
+    #: the physics prior its power follows (``models/tools/power.py``); ``None``: its power is not estimated
     power_prior: Literal["gpu", "cpu"] | None = None
     #: a host's CPU model name may resolve to a catalogue entry of this kind (``host.py``)
     host_cpu: bool = False

@@ -4,7 +4,7 @@ A family is constructed from the task's targets and hyperparameters only, learns
 ``fit(features, Y, sample_weight)`` (state ends in ``_``), predicts point estimates per target with
 ``predict(features)``, and saves itself to and loads itself from a directory. It takes from
 ``Features`` what it needs: the table ``X``, the ``reference`` scales, the ``graphs`` (a GNN) or the
-``sequences``. Each target is learned on its declared scale (``models/targets.py``). A family is one
+``sequences``. Each target is learned on its declared scale (``models/core/targets.py``). A family is one
 module here plus one line below.
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.features import Features
+from preflight.models.core.targets import Target
 from preflight.models.families.curve import ExtrapolationFamily, LastValueFamily
 from preflight.models.families.gnn import GnnFamily
 from preflight.models.families.kernel_sum import KernelSumFamily
@@ -25,7 +26,6 @@ from preflight.models.families.physics import PhysicsFamily
 from preflight.models.families.roofline import RooflineFamily
 from preflight.models.families.transformer import TransformerFamily
 from preflight.models.families.tree import TreeFamily
-from preflight.models.targets import Target
 
 
 class Family(Protocol):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.features import CONTEXT_PREFIX, Features
-from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
+from preflight.models.core.targets import Encoding, Target, encoded, encodings_from_state
 
 if TYPE_CHECKING:
     import torch

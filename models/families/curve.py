@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.features import Features
-from preflight.models.targets import Target
+from preflight.models.core.targets import Target
 
 
 class _CurveColumnFamily:

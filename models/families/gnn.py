@@ -32,8 +32,8 @@ import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Graphs, Slots
+from preflight.models.core.targets import Target
 from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_loss
-from preflight.models.targets import Target
 
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
 RANK_TEMPERATURE = 0.1

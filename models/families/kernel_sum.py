@@ -20,7 +20,7 @@ import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features
 from preflight.features.model_latency import PART_COUNT, PART_OBSERVED, PART_REFERENCE
-from preflight.models.targets import Target
+from preflight.models.core.targets import Target
 
 
 class KernelSumFamily:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.features import Features
-from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
+from preflight.models.core.targets import Encoding, Target, encoded, encodings_from_state
 from sklearn.linear_model import LogisticRegression, Ridge
 
 

@@ -47,8 +47,8 @@ import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features
 from preflight.features.gemm import LAUNCH_FLOOR_MS
+from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families.tree import TreeFamily
-from preflight.models.targets import Encoding, Target, encodings_from_state
 from scipy.optimize import least_squares
 
 #: Meta columns the law reads (the GEMM featurizer's).

@@ -33,8 +33,8 @@ import pandas as pd
 from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Sequences
+from preflight.models.core.targets import Target
 from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_loss
-from preflight.models.targets import Target
 
 if TYPE_CHECKING:
     import torch

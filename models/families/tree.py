@@ -31,7 +31,7 @@ import pandas as pd
 from preflight.data.errors import ModelStateError
 from preflight.data.settings import Settings
 from preflight.features import Features
-from preflight.models.targets import Encoding, Target, encoded, encodings_from_state
+from preflight.models.core.targets import Encoding, Target, encoded, encodings_from_state
 
 #: Below this many rows, a second LightGBM thread costs more in synchronisation than it saves.
 PARALLEL_MIN_ROWS = 20_000

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from preflight.data.fpga import FpgaItem, item_cost
 from preflight.features import fpga as fpga_features
-from preflight.models import explore
-from preflight.models.actions import Action
-from preflight.models.targets import Target
-from preflight.models.task import Task, register
+from preflight.models.core.actions import Action
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task, register
+from preflight.models.tools import explore
 
 
 def _resource(name: str) -> Target:

@@ -3,7 +3,7 @@
 Runtime follows a performance law with learned parts (the ``physics`` family: per-device launch floor
 and compute and bandwidth efficiencies, a bounded shape term), never faster than the roofline; the
 ``tree`` family learns the efficiency relative to the roofline freely. Power and energy follow from the
-runtime estimate by a physical law (``models/power.py``): static power plus dynamic power rising with
+runtime estimate by a physical law (``models/tools/power.py``): static power plus dynamic power rising with
 the utilisation achieved, bounded by the board's TDP. No public source measures GEMM power while
 the GEMM runs (GPPerf samples the board after each run), so the law's shape is its physics prior.
 """
@@ -16,12 +16,12 @@ import numpy as np
 from preflight.data.gemm import GemmItem
 from preflight.features import Features
 from preflight.features import gemm as gemm_features
-from preflight.models import power
-from preflight.models.targets import Target
-from preflight.models.task import Task, register
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task, register
+from preflight.models.tools import power
 
 if TYPE_CHECKING:
-    from preflight.models.predictor import Estimates
+    from preflight.models.core.predictor import Estimates
 
 
 def _watts(

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pandas as pd
 from preflight.data.interference import InterferenceItem, TraceItem
 from preflight.features import interference as interference_features
-from preflight.models import placement
-from preflight.models.actions import Action
-from preflight.models.targets import Target
-from preflight.models.task import Task, register
+from preflight.models.core.actions import Action
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task, register
+from preflight.models.tools import placement
 
 NORM_PERF = Target(
     "ratio",

@@ -3,8 +3,8 @@
 from preflight.data.model_latency import OPERATOR_COST, ModelLatencyItem, item_cost
 from preflight.data.sources import neusight_traces
 from preflight.features import model_latency as model_latency_features
-from preflight.models.targets import Target
-from preflight.models.task import Task, register
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task, register
 
 MODEL_LATENCY = register(
     Task(

@@ -9,10 +9,10 @@ from preflight.data import arch
 from preflight.data.nas import ArchItem, CurveItem, LatencyItem
 from preflight.features import arch as arch_features
 from preflight.features import curve as curve_features
-from preflight.models import early_stop
-from preflight.models.actions import Action
-from preflight.models.targets import Target
-from preflight.models.task import Task, register
+from preflight.models.core.actions import Action
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task, register
+from preflight.models.tools import early_stop
 
 _SPLITS: dict[str, tuple[str, ...]] = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
 #: A NAS-Bench-201 cell in its arch_str notation.
@@ -37,7 +37,7 @@ def measured_latency(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def arch_cost(raw: dict) -> float:
-    """An item's work (``models/budget.py``): its architecture's, from the lengths of its lists."""
+    """An item's work (``models/core/budget.py``): its architecture's, from the lengths of its lists."""
     return arch.cost(raw.get("arch"))
 
 

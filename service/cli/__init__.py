@@ -138,7 +138,7 @@ def train(
     json_out: JsonOut = False,
 ) -> None:
     """Train on the task's sources (or one), log to MLflow, register, and apply the champion gate."""
-    from preflight.models import progress
+    from preflight.models.presentation import progress
 
     _logging()
     with progress.shown(render.console(stderr=True)):
@@ -180,7 +180,7 @@ def evaluate(
     json_out: JsonOut = False,
 ) -> None:
     """Grouped cross-validation on a source, or train on one file and test on another."""
-    from preflight.models import progress
+    from preflight.models.presentation import progress
 
     _logging()
     with progress.shown(render.console(stderr=True)):
@@ -235,7 +235,7 @@ def report(
     """Where a model version errs, beside the champion (or a challenger): its grouped evaluation re-run
     and drawn as one self-contained HTML page with the PNGs beside it, also logged as artifacts
     (report/) of the version's run. Prints the page's path."""
-    from preflight.models import progress
+    from preflight.models.presentation import progress
 
     _logging()
     with progress.shown(render.console(stderr=True)):

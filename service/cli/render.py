@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
     from preflight import Predictions, SourceInfo
     from preflight.data.catalogue import DeviceSpec
-    from preflight.models.task import Task
-    from preflight.models.training import TrainResult
-    from preflight.models.whatif import WhatIf
+    from preflight.models.core.task import Task
+    from preflight.models.core.training import TrainResult
+    from preflight.models.tools.whatif import WhatIf
     from rich.console import Console
     from rich.table import Table
 
@@ -124,7 +124,7 @@ def predictions(task: str, found: Predictions, coverage: float) -> None:
 def _input_columns(task: Task, inputs: list[dict], most: int = 5) -> list[str]:
     """The first ``most`` fields of the task's items that some item gives a scalar (a number, a name),
     the device first."""
-    from preflight.models.whatif import DEVICE_FIELD
+    from preflight.models.tools.whatif import DEVICE_FIELD
 
     scalar = (str, int, float)
     given = [name for name in task.item.model_fields if any(isinstance(i.get(name), scalar) for i in inputs)]
@@ -167,7 +167,7 @@ def ranking(result: WhatIf) -> None:
 
 def chart(result: WhatIf, path: Path) -> None:
     """The time-per-run chart as a PNG, drawn off-screen; a path that cannot be written is a usage error."""
-    from preflight.models.plots import whatif_times
+    from preflight.models.presentation.plots import whatif_times
 
     try:
         whatif_times(result).savefig(path, dpi=150, format="png")

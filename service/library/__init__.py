@@ -34,14 +34,14 @@ if TYPE_CHECKING:
     import pandas as pd
     from preflight.data.catalogue import Catalogue, DeviceSpec
     from preflight.data.settings import Settings
-    from preflight.models.analysis import Evaluation
-    from preflight.models.devices import Champion, DevicePublic, DeviceRegistry, SubjectPublic
-    from preflight.models.inference import Prediction
-    from preflight.models.predictor import Predictor
-    from preflight.models.task import Task
-    from preflight.models.tracking import ModelInfo
-    from preflight.models.training import TrainResult
-    from preflight.models.whatif import WhatIf
+    from preflight.models.core.inference import Prediction
+    from preflight.models.core.predictor import Predictor
+    from preflight.models.core.task import Task
+    from preflight.models.core.training import TrainResult
+    from preflight.models.presentation.analysis import Evaluation
+    from preflight.models.registry.devices import Champion, DevicePublic, DeviceRegistry, SubjectPublic
+    from preflight.models.registry.tracking import ModelInfo
+    from preflight.models.tools.whatif import WhatIf
     from pydantic import BaseModel
 
 __all__ = [
@@ -140,7 +140,7 @@ def catalogue(home: str | Path | None = None) -> Catalogue:
 
 def tasks() -> list[TaskInfo]:
     """Every task of the registry."""
-    from preflight.models.task import all_tasks
+    from preflight.models.core.task import all_tasks
 
     return [
         TaskInfo(
@@ -238,7 +238,7 @@ def _register(
 def versions(task: str, home: str | Path | None = None) -> pd.DataFrame:
     """The registered versions of a task's model, newest first, with the champion marked."""
     import pandas as pd
-    from preflight.models import tracking
+    from preflight.models.registry import tracking
 
     found = tracking.versions(settings(home), _task(task).name)
     return pd.DataFrame.from_records(found, columns=tracking.VERSION_FIELDS).set_index("version")
@@ -257,8 +257,8 @@ def train(
     """Fit a family (the task's default) on every source at hand, or on ``source`` (its file at
     ``path`` or under ``PREFLIGHT_DATASETS``); log the run, register a version and apply the champion
     gate (``promote`` makes it the champion regardless)."""
-    from preflight.models.datasets import source_file
-    from preflight.models.training import train as fit
+    from preflight.models.core.datasets import source_file
+    from preflight.models.core.training import train as fit
 
     config = settings(home)
     spec = _task(task)
@@ -271,8 +271,8 @@ def load(task: str, version: str | int | None = None, home: str | Path | None = 
     """A task's model: the champion (or, when it cannot load, the newest version that does), or the
     given version, adapted to the measurements held in ``home`` as the service adapts it (its
     ``info.adaptation`` says to which). ``NotTrained`` when the task has none."""
-    from preflight.models import tracking
-    from preflight.models.devices import Champion
+    from preflight.models.registry import tracking
+    from preflight.models.registry.devices import Champion
 
     config = settings(home)
     spec = _task(task)
@@ -310,7 +310,7 @@ def evaluate(
     (files or folders in ``source``'s layout), fit on one and test on the other: ``shots`` rows of
     each test device are given to the model as its measurements, and the metrics, by device, are
     computed on the rest."""
-    from preflight.models import analysis
+    from preflight.models.presentation import analysis
 
     spec = _task(task)
     family = spec.family(family)  # refused, with the options and the split, before any data is read
@@ -351,7 +351,7 @@ def _check_evaluation(
 
 def _loaded(source: str, file: Path, config: Settings, known: Catalogue) -> pd.DataFrame:
     """A file of ``source``'s layout, loaded without storing it."""
-    from preflight.models.datasets import load_source
+    from preflight.models.core.datasets import load_source
 
     return load_source(source, file, config, known, store=False)[0]
 
@@ -360,7 +360,7 @@ def _chosen_files(
     source: str | None, path: str | Path | None, files: dict[str, str | Path] | None, config: Settings
 ) -> dict[str, Path] | None:
     """The files to evaluate on by source: ``files`` and ``source``'s; None for every source at hand."""
-    from preflight.models.datasets import source_file
+    from preflight.models.core.datasets import source_file
 
     chosen = {name: Path(file) for name, file in (files or {}).items()}
     if source is not None:
@@ -379,7 +379,7 @@ def predict(
     """A version's (the champion's) estimates for items checked as ``POST /v1/{task}/predict`` checks
     them: at most 10,000, within the request budget (``OverBudget``), each valid for the task
     (pydantic's ``ValidationError`` names the fields)."""
-    from preflight.models import budget
+    from preflight.models.core import budget
     from preflight.service.schemas import predict_request
 
     spec = _task(task)
@@ -394,8 +394,8 @@ def ask(action: str, request: Mapping[str, Any], *, home: str | Path | None = No
     answered by its task's champion adapted to the home's measurements, as ``POST`` at the action's
     path answers: the request checked as that route checks it (pydantic's ``ValidationError`` names
     the fields), the answer its response model."""
-    from preflight.models.actions import Served
-    from preflight.models.task import get_action
+    from preflight.models.core.actions import Served
+    from preflight.models.core.task import get_action
 
     config = settings(home)
     task, spec = get_action(action)
@@ -421,7 +421,7 @@ def whatif(
     champion on each of ``devices`` (names the catalogue resolves; by default every GPU and
     accelerator) and ranked by time per run, with energy and, where ``prices`` (USD per hour by
     device name) give it, the cost per million runs: each with its interval, as ``POST /v1/whatif``."""
-    from preflight.models import whatif as what_if
+    from preflight.models.tools import whatif as what_if
 
     spec = _task(task)
     known = catalogue(home)
@@ -445,8 +445,8 @@ def report(
     also logged as artifacts (``report/``) of the version's run; returns the page. The version's family
     is re-evaluated on its split and the files it learned from (``max_rows`` a source), beside the
     champion, or beside the newest other version when it is the champion, on the same rows."""
-    from preflight.models import tracking
-    from preflight.models.report import Candidate, build
+    from preflight.models.presentation.report import Candidate, build
+    from preflight.models.registry import tracking
 
     config = settings(home)
     subject = load(task, version, home)
@@ -496,7 +496,7 @@ def ingest(source: str, path: str | Path, home: str | Path | None = None) -> dic
     """Validate a file in ``source``'s published layout into the table store, registering the devices
     that travel with it; the store's record of it (rows kept, rows rejected with reasons, checksum)."""
     from preflight.data.store import TableStore
-    from preflight.models.datasets import load_source
+    from preflight.models.core.datasets import load_source
 
     config = settings(home)
     load_source(source, Path(path), config, catalogue(home))
@@ -552,7 +552,7 @@ class Model:
 
     def prediction(self, items: Iterable[Any] | pd.DataFrame, coverage: float = 0.9) -> Prediction:
         """Items (dicts, a frame, or the task's validated item models) through the one prediction path."""
-        from preflight.models.inference import predict_items
+        from preflight.models.core.inference import predict_items
 
         return predict_items(self.task, self.predictor, self.catalogue, self.validated(items), coverage)
 
@@ -580,7 +580,7 @@ class Model:
     def trained_files(self) -> dict[str, Path] | None:
         """The files this version learned from, by source; None (every source at hand, said in the log)
         when it recorded none or none is still there."""
-        from preflight.models import tracking
+        from preflight.models.registry import tracking
 
         files = tracking.source_files(self.settings, self.info.run_id)
         if not files:
@@ -593,15 +593,15 @@ class Model:
 
 def _registry(config: Settings) -> DeviceRegistry:
     """The home's devices and measurements, as the service reads them."""
-    from preflight.models.devices import DeviceRegistry
+    from preflight.models.registry.devices import DeviceRegistry
 
     return DeviceRegistry.open(config)
 
 
 def _champion(config: Settings, task: str) -> Champion:
     """A task's champion (or the newest version that loads), as loaded."""
-    from preflight.models import tracking
-    from preflight.models.devices import Champion
+    from preflight.models.registry import tracking
+    from preflight.models.registry.devices import Champion
 
     return Champion.loaded(*tracking.load_champion(config, task))
 
@@ -609,7 +609,7 @@ def _champion(config: Settings, task: str) -> Champion:
 def _champions(config: Settings) -> dict[str, Champion]:
     """Every task's champion that loads, by task name."""
     from preflight.data.errors import ModelStateError
-    from preflight.models.task import all_tasks
+    from preflight.models.core.task import all_tasks
 
     found = {}
     for task in all_tasks():
@@ -621,7 +621,7 @@ def _champions(config: Settings) -> dict[str, Champion]:
 
 
 def _task(name: str) -> Task:
-    from preflight.models.task import get_task
+    from preflight.models.core.task import get_task
 
     return get_task(name)
 

@@ -1,12 +1,12 @@
-"""Every task's actions (``models/actions.py``), each a ``POST`` route at its own path, generated from
+"""Every task's actions (``models/core/actions.py``), each a ``POST`` route at its own path, generated from
 the registry: the body validated as the action's request, answered by the task's model as served."""
 
 import inspect
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
-from preflight.models.actions import Action, Served
-from preflight.models.task import Task, all_actions
+from preflight.models.core.actions import Action, Served
+from preflight.models.core.task import Task, all_actions
 from preflight.service.deps import ModelsDep, served
 from preflight.service.routing import UnicodeRoute
 

@@ -8,13 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
-from preflight.models.devices import (
+from preflight.models.core.task import get_task
+from preflight.models.registry.devices import (
     MAX_IDEMPOTENCY_KEYS,
     DevicePublic,
     Idempotency,
     IdempotencyKeyReused,
 )
-from preflight.models.task import get_task
 from preflight.service.deps import KEY_RESPONSES, DevicesDep, ModelsDep, require_api_key
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import MAX_NAME, DeviceRegistration

@@ -5,8 +5,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path
 from fastapi.openapi.models import Example
-from preflight.models.devices import InvalidRegistration, SubjectPublic
-from preflight.models.task import get_task
+from preflight.models.core.task import get_task
+from preflight.models.registry.devices import InvalidRegistration, SubjectPublic
 from preflight.service.deps import KEY_RESPONSES, DevicesDep, ModelsDep, require_api_key
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import (

@@ -9,11 +9,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
 from preflight.data.errors import UnknownTask
 from preflight.data.settings import Settings
-from preflight.models import budget
-from preflight.models.actions import ModelInfoPublic
-from preflight.models.devices import Champion
-from preflight.models.inference import predict_items
-from preflight.models.task import Task, all_tasks, get_task
+from preflight.models.core import budget
+from preflight.models.core.actions import ModelInfoPublic
+from preflight.models.core.inference import predict_items
+from preflight.models.core.task import Task, all_tasks, get_task
+from preflight.models.registry.devices import Champion
 from preflight.service.batching import Batcher
 from preflight.service.deps import ModelsDep, served
 from preflight.service.routing import UnicodeRoute
@@ -57,7 +57,7 @@ def _endpoint(task: Task):
 
 def admitted(task: Task, raw: list[Any], settings: Settings) -> tuple[list[float], list[Any]]:
     """Each item's cost, checked against the request budget from the raw items before any work on
-    them (``models/budget.py``), then the items validated as the task's item model with the service's
+    them (``models/core/budget.py``), then the items validated as the task's item model with the service's
     settings; a 422 names each invalid field."""
     costs = budget.check(task, raw)
     try:

@@ -5,8 +5,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body
 from fastapi.openapi.models import Example
-from preflight.models.predictor import CODES
-from preflight.models.task import get_task
+from preflight.models.core.predictor import CODES
+from preflight.models.core.task import get_task
 from preflight.service.deps import ModelsDep
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import ExplainRequest, Explanation, ReasonCode

@@ -1,5 +1,5 @@
 from fastapi import APIRouter
-from preflight.models.task import all_tasks
+from preflight.models.core.task import all_tasks
 from preflight.service.deps import ModelsDep
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import TargetPublic, TaskPublic

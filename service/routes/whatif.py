@@ -4,8 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
 from fastapi.openapi.models import Example
-from preflight.models import whatif
-from preflight.models.task import get_task
+from preflight.models.core.task import get_task
+from preflight.models.tools import whatif
 from preflight.service.deps import ModelsDep, served
 from preflight.service.routing import UnicodeRoute
 from preflight.service.schemas import WhatIfRequest, WhatIfResponse

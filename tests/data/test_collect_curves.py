@@ -74,7 +74,7 @@ def test_runs_lacking_epochs_are_rejected_with_a_reason(tmp_path):
 
 def test_lcdb_curves_over_training_set_size_load_as_runs(tmp_path):
     from preflight.data import sources
-    from preflight.models.task import get_task
+    from preflight.models.core.task import get_task
 
     path = tmp_path / "database-accuracy.csv"
     anchors = [16, 23, 32, 45, 64]

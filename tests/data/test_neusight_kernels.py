@@ -4,7 +4,7 @@ import json
 
 from preflight.data import sources
 from preflight.features import model_latency as features_of
-from preflight.models.task import get_task
+from preflight.models.core.task import get_task
 
 from tests.conftest import write
 

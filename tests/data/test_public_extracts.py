@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from preflight.data import sources
 from preflight.data.sources import PUBLIC
-from preflight.models.datasets import available_sources
-from preflight.models.task import get_task
+from preflight.models.core.datasets import available_sources
+from preflight.models.core.task import get_task
 
 MAX_PUBLIC_BYTES = 20_000_000
 

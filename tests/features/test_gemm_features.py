@@ -7,8 +7,8 @@ from preflight.data.errors import UnknownDevice
 from preflight.data.gemm import Dtype
 from preflight.data.settings import Settings
 from preflight.features import gemm
-from preflight.models.datasets import load_source
-from preflight.models.task import get_task
+from preflight.models.core.datasets import load_source
+from preflight.models.core.task import get_task
 
 
 def rows(**overrides) -> pd.DataFrame:

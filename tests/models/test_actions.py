@@ -5,9 +5,9 @@ import dataclasses
 
 import pytest
 from preflight.data.errors import UsageError
-from preflight.models import task as registry
-from preflight.models.actions import Action, ModelInfoPublic
-from preflight.models.task import get_action, get_task
+from preflight.models.core import task as registry
+from preflight.models.core.actions import Action, ModelInfoPublic
+from preflight.models.core.task import get_action, get_task
 from preflight.service.cli import app
 from pydantic import BaseModel
 from typer.testing import CliRunner

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from preflight.data.catalogue import Catalogue
-from preflight.models import analysis
-from preflight.models.evaluate import Outcome
-from preflight.models.predictor import Estimates
-from preflight.models.task import get_task
+from preflight.models.core.evaluate import Outcome
+from preflight.models.core.predictor import Estimates
+from preflight.models.core.task import get_task
+from preflight.models.presentation import analysis
 
 from tests.conftest import synthetic_gemm
 from tests.models.test_plots import bars, counts, percentages, share_in_title, texts

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from preflight.features import Features
-from preflight.models import metrics
-from preflight.models.conformal import Conformal
+from preflight.models.core import metrics
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.targets import Target
 from preflight.models.families import make_family
-from preflight.models.targets import Target
 
 VALID = Target("probability", "binary", lower=0.0, upper=1.0)
 

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 from preflight.data.errors import UsageError
-from preflight.models.conformal import Conformal, NotConformalized
-from preflight.models.targets import Target
+from preflight.models.core.conformal import Conformal, NotConformalized
+from preflight.models.core.targets import Target
 from scipy import stats
 
 TARGETS = {"runtime_ms": Target("ms"), "accuracy": Target("fraction", "identity", upper=1.0)}

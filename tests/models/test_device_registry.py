@@ -7,10 +7,10 @@ import pytest
 from preflight.data.catalogue import DeviceSpec
 from preflight.data.errors import DeviceConflict
 from preflight.data.settings import Settings
-from preflight.models import tracking
-from preflight.models.devices import Champion, DeviceRegistry, InvalidRegistration
-from preflight.models.inference import predict_items
-from preflight.models.task import get_task
+from preflight.models.core.inference import predict_items
+from preflight.models.core.task import get_task
+from preflight.models.registry import tracking
+from preflight.models.registry.devices import Champion, DeviceRegistry, InvalidRegistration
 
 from tests.samples import LAB_GPU, LARGE_FP16_GEMM
 

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from preflight.data.settings import Settings
-from preflight.models.datasets import task_data
-from preflight.models.envelope import TOLERANCE, Envelope
-from preflight.models.predictor import CODES
-from preflight.models.task import get_task
+from preflight.models.core.datasets import task_data
+from preflight.models.core.envelope import TOLERANCE, Envelope
+from preflight.models.core.predictor import CODES
+from preflight.models.core.task import get_task
 
 from tests.samples import sample_paths
 

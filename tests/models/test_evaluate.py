@@ -1,6 +1,7 @@
 import numpy as np
-from preflight.models import analysis, evaluate
-from preflight.models.task import get_task
+from preflight.models.core import evaluate
+from preflight.models.core.task import get_task
+from preflight.models.presentation import analysis
 
 from tests.conftest import synthetic_gemm
 

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from preflight.data.errors import ModelStateError, UsageError
 from preflight.data.settings import Settings
-from preflight.models import artifacts
-from preflight.models.datasets import task_data
+from preflight.models.core import artifacts
+from preflight.models.core.datasets import task_data
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import all_tasks, get_task
 from preflight.models.families import FAMILIES, make_family, tree
-from preflight.models.predictor import Predictor
-from preflight.models.task import all_tasks, get_task
 
 from tests.conftest import synthetic_gemm
 from tests.samples import sample_paths

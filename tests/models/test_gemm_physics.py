@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import get_task
 from preflight.models.families.physics import PhysicsFamily
-from preflight.models.predictor import Predictor
-from preflight.models.task import get_task
 
 GEMM = get_task("gemm")
 DTYPES = ("fp32", "fp16", "bf16")

@@ -7,8 +7,8 @@ import pytest
 from preflight.data.errors import UsageError
 from preflight.features import Features, Graphs
 from preflight.features.arch import architecture_in_context
+from preflight.models.core.targets import Target
 from preflight.models.families.gnn import GnnFamily
-from preflight.models.targets import Target
 from scipy.stats import kendalltau
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")

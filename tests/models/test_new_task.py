@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from preflight.data import sources
 from preflight.data.settings import Settings
-from preflight.models import task as registry
-from preflight.models import tracking
+from preflight.models.core import task as registry
+from preflight.models.registry import tracking
 from preflight.service.app import create_app
 from preflight.service.cli import app
 from typer.testing import CliRunner
@@ -32,10 +32,10 @@ TOY_MODULE = textwrap.dedent('''
     from preflight.data import sources
     from preflight.data.tables import Loaded, RowChecks, file_sha256, numeric, read_csv
     from preflight.features import Features
-    from preflight.models.actions import Action, ModelInfoPublic, Served
-    from preflight.models.inference import predict_items
-    from preflight.models.targets import Target
-    from preflight.models.task import Task, register
+    from preflight.models.core.actions import Action, ModelInfoPublic, Served
+    from preflight.models.core.inference import predict_items
+    from preflight.models.core.targets import Target
+    from preflight.models.core.task import Task, register
 
 
     class BoxItem(BaseModel):

@@ -3,8 +3,8 @@ and a batch spread over the space rather than one neighbourhood."""
 
 import numpy as np
 import pandas as pd
-from preflight.models.explore import next_batch
-from preflight.models.predictor import Estimates
+from preflight.models.core.predictor import Estimates
+from preflight.models.tools.explore import next_batch
 
 
 def _estimates(cycles, valid, lut=None, spread: float = 1.5) -> Estimates:

@@ -10,8 +10,8 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
-from preflight.models import plots
-from preflight.models.task import get_task
+from preflight.models.core.task import get_task
+from preflight.models.presentation import plots
 
 COUNTED = re.compile(r"^(?P<label>.+) \(n=(?P<n>[\d,]+)\)$")
 ROWS = pd.Series({"apple-a8": 5, "nvidia-tesla-m40": 245})

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from preflight.models import power
-from preflight.models.power import PHYSICS_PRIOR, PowerShape
+from preflight.models.tools import power
+from preflight.models.tools.power import PHYSICS_PRIOR, PowerShape
 
 TRUE = PowerShape(static_fraction=0.25, exponent=0.6)
 

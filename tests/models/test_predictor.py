@@ -7,10 +7,10 @@ from preflight.data.catalogue import KINDS, Catalogue
 from preflight.data.gemm import BYTES_PER_ELEMENT, Dtype
 from preflight.data.settings import Settings
 from preflight.features.device import VENDORS
-from preflight.models import artifacts
-from preflight.models.datasets import task_data
-from preflight.models.predictor import CODES, Estimates, Predictor
-from preflight.models.task import get_task
+from preflight.models.core import artifacts
+from preflight.models.core.datasets import task_data
+from preflight.models.core.predictor import CODES, Estimates, Predictor
+from preflight.models.core.task import get_task
 
 from tests.conftest import synthetic_gemm
 from tests.samples import sample_paths

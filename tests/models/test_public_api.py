@@ -10,8 +10,8 @@ import preflight
 import pytest
 from preflight.data.errors import NotTrained, UnknownDevice, UnknownTask, UnknownVersion
 from preflight.data.settings import Settings
-from preflight.models import tracking
-from preflight.models.task import all_tasks
+from preflight.models.core.task import all_tasks
+from preflight.models.registry import tracking
 
 from tests.client import api_client
 

@@ -18,9 +18,10 @@ import pytest
 from preflight.data.catalogue import Catalogue
 from preflight.data.gemm import GemmItem
 from preflight.data.settings import Settings
-from preflight.models import pyfunc, tracking
-from preflight.models.inference import predict_items
-from preflight.models.task import all_tasks, get_task
+from preflight.models import pyfunc
+from preflight.models.core.inference import predict_items
+from preflight.models.core.task import all_tasks, get_task
+from preflight.models.registry import tracking
 
 CHAMPION = "models:/preflight.gemm@champion"
 H100_PCIE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 PCIe"}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import analysis, progress, report
-from preflight.models.task import get_task
-from preflight.models.tracking import ModelInfo
+from preflight.models.core.task import get_task
+from preflight.models.presentation import analysis, progress, report
+from preflight.models.registry.tracking import ModelInfo
 from rich.console import Console
 
 from tests.conftest import synthetic_gemm

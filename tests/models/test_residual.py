@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from preflight.features import Features
-from preflight.models.residual import ResidualAdaptation, Scaler, ZeroShot
-from preflight.models.targets import Target
+from preflight.models.core.residual import ResidualAdaptation, Scaler, ZeroShot
+from preflight.models.core.targets import Target
 
 CYCLES = Target("cycles", "log")
 VALID = Target("probability", "binary", lower=0.0, upper=1.0)

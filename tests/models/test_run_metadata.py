@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from preflight.data.settings import Settings
-from preflight.models import tracking
+from preflight.models.registry import tracking
 
 
 @pytest.fixture

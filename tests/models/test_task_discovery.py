@@ -3,8 +3,8 @@
 import dataclasses
 import pkgutil
 
-from preflight.models import task as registry
-from preflight.models.task import get_task, register
+from preflight.models.core import task as registry
+from preflight.models.core.task import get_task, register
 
 
 def test_a_second_lookup_does_not_scan_the_tasks_package_again(monkeypatch):

@@ -4,7 +4,7 @@ task's item, and a task without any is refused when it is made."""
 import dataclasses
 
 import pytest
-from preflight.models.task import all_tasks, get_task
+from preflight.models.core.task import all_tasks, get_task
 
 
 @pytest.mark.parametrize("task", all_tasks(), ids=lambda task: task.name)

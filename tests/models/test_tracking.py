@@ -3,9 +3,9 @@ import os
 import pytest
 from preflight.data.errors import NotTrained, UsageError
 from preflight.data.sources import local_gemm
-from preflight.models import tracking
-from preflight.models.task import get_task
-from preflight.models.training import train
+from preflight.models.core.task import get_task
+from preflight.models.core.training import train
+from preflight.models.registry import tracking
 
 TASK = get_task("gemm")
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from preflight.data.errors import UsageError
 from preflight.features import Features, Sequences
+from preflight.models.core.targets import Target
 from preflight.models.families.transformer import TransformerFamily
-from preflight.models.targets import Target
 
 TARGETS = {"ratio": Target("x")}
 FAST = {"epochs": 15, "d_model": 16, "head_hidden": 32}

@@ -10,8 +10,8 @@ from preflight.data import sources
 from preflight.data.model_latency import ModelLatencyItem
 from preflight.data.settings import Settings
 from preflight.features import model_latency as features_of
-from preflight.models.predictor import Predictor
-from preflight.models.task import get_task
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import get_task
 from preflight.service.app import create_app
 from preflight.service.cli import app
 from typer.testing import CliRunner

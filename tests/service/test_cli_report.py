@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from preflight.models.task import all_tasks
+from preflight.models.core.task import all_tasks
 from preflight.service.cli import app
 from typer.testing import CliRunner
 

@@ -4,9 +4,10 @@ import io
 import json
 
 import pytest
-from preflight.models import evaluate, progress, training
-from preflight.models.task import all_tasks, get_task
-from preflight.models.tracking import ModelInfo, Promotion
+from preflight.models.core import evaluate, training
+from preflight.models.core.task import all_tasks, get_task
+from preflight.models.presentation import progress
+from preflight.models.registry.tracking import ModelInfo, Promotion
 from preflight.service.cli import app
 from rich.console import Console
 from typer.testing import CliRunner

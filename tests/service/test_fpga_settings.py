@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models.task import get_task
-from preflight.models.training import train
+from preflight.models.core.task import get_task
+from preflight.models.core.training import train
 
 from tests.client import api_client
 from tests.fpga import write_hlsyn

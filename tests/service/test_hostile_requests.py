@@ -12,8 +12,9 @@ from preflight.data import arch
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import Cancelled
 from preflight.features import arch as arch_features
-from preflight.models import budget, whatif
-from preflight.models.task import get_task
+from preflight.models.core import budget
+from preflight.models.core.task import get_task
+from preflight.models.tools import whatif
 from preflight.service.batching import Batcher
 
 from tests.client import api_client

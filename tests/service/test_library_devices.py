@@ -4,7 +4,7 @@ either registers in a home, the other reads from it and answers with."""
 import preflight
 import pytest
 from preflight.data.errors import DeviceConflict, UnknownDevice
-from preflight.models.devices import ImplausibleMeasurements, InvalidRegistration
+from preflight.models.registry.devices import ImplausibleMeasurements, InvalidRegistration
 
 from tests.client import api_client
 from tests.samples import LAB_GPU as SPEC

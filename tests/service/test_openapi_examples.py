@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 from preflight.data.settings import Settings
-from preflight.models.task import all_tasks, get_task
+from preflight.models.core.task import all_tasks, get_task
 from preflight.service.app import create_app
 from preflight.service.schemas import predict_response
 

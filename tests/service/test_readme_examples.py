@@ -35,7 +35,7 @@ import preflight
 import pytest
 from fastapi.testclient import TestClient
 from preflight.data.settings import Settings
-from preflight.models.task import all_actions, get_task
+from preflight.models.core.task import all_actions, get_task
 from preflight.service.app import create_app
 from preflight.service.schemas import predict_request
 

@@ -42,7 +42,7 @@ def _shots(client: TestClient, device: str, factor: float = 1.5, n: int = 5) -> 
 def _limit_ms(client: TestClient, device: str) -> float:
     """The GEMM's physical limit on the device: the roofline with the launch floor (the featurizer's)."""
     import pandas as pd
-    from preflight.models.task import get_task
+    from preflight.models.core.task import get_task
 
     task, catalogue = get_task("gemm"), client.app.state.models.catalogue  # type: ignore[attr-defined]
     rows = task.items_to_rows([task.item.model_validate(SHAPE | {"device": device})])
@@ -269,7 +269,7 @@ def test_a_repeat_of_a_registration_whose_device_was_deleted_is_a_409_not_a_stal
 
 
 def test_idempotency_keys_are_bounded_oldest_first(home, monkeypatch):
-    from preflight.models import devices
+    from preflight.models.registry import devices
 
     monkeypatch.setattr(devices, "MAX_IDEMPOTENCY_KEYS", 2)
     with api_client(home) as client:

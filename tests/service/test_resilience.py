@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from preflight.data.settings import Settings
-from preflight.models import tracking
+from preflight.models.registry import tracking
 
 from tests.client import api_client
 
@@ -32,8 +32,8 @@ def _artifacts_of(home: Path, task: str, version: str | None = None) -> Path:
 def _second_version(home: Path, task: str = "nas-curve") -> str:
     """Train another version of a task on its sample data (without promoting it); its number."""
     from preflight.data.catalogue import Catalogue
-    from preflight.models.task import get_task
-    from preflight.models.training import train
+    from preflight.models.core.task import get_task
+    from preflight.models.core.training import train
 
     from tests.samples import sample_paths
 
@@ -271,9 +271,9 @@ def test_a_lost_registry_beside_artifacts_is_refused_never_trained_over(home, da
 
 def test_training_over_a_lost_registry_is_refused_and_says_how_to_fix(home):
     from preflight.data.catalogue import Catalogue
-    from preflight.models.task import get_task
-    from preflight.models.tracking import RegistryLost
-    from preflight.models.training import train
+    from preflight.models.core.task import get_task
+    from preflight.models.core.training import train
+    from preflight.models.registry.tracking import RegistryLost
 
     from tests.samples import sample_paths
 

@@ -9,8 +9,8 @@ import pytest
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import NotReadyYet
 from preflight.data.settings import Settings
-from preflight.models import training
-from preflight.models.task import get_task
+from preflight.models.core import training
+from preflight.models.core.task import get_task
 from preflight.service import served
 from preflight.service.served import LEAD_TASK, RETRY_AFTER_S, ServedModels
 

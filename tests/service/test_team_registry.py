@@ -17,8 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models.task import get_task
-from preflight.models.training import train
+from preflight.models.core.task import get_task
+from preflight.models.core.training import train
 from preflight.service.app import create_app
 
 from tests.samples import sample_paths

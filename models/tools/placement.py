@@ -9,11 +9,11 @@ from typing import Self
 
 from preflight.data.catalogue import Catalogue
 from preflight.data.interference import KINDS, InterferenceItem, Neighbours
-from preflight.models.actions import MAX_ITEMS, Estimate, ModelInfoPublic, Served
-from preflight.models.inference import predict_items
-from preflight.models.predictor import Predictor
-from preflight.models.task import Task
-from preflight.models.whatif import ranks
+from preflight.models.core.actions import MAX_ITEMS, Estimate, ModelInfoPublic, Served
+from preflight.models.core.inference import predict_items
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import Task
+from preflight.models.tools.whatif import ranks
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, model_validator
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from preflight.data.catalogue import KINDS, Catalogue, DeviceSpec
 from preflight.data.errors import DataError, UsageError
-from preflight.models import budget
-from preflight.models.inference import predict_items
-from preflight.models.predictor import Predictor
-from preflight.models.task import Task, all_tasks
+from preflight.models.core import budget
+from preflight.models.core.inference import predict_items
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import Task, all_tasks
 from pydantic import BaseModel, ValidationError
 
 #: The item field the what-if sets to each candidate device in turn.

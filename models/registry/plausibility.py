@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from preflight.features import Features
-from preflight.models.predictor import Predictor
-from preflight.models.targets import Target
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.targets import Target
 
 #: How far past the training data's extreme ratio to its reference a measurement may lie.
 SLACK = 10.0

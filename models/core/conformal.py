@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 from preflight.data.errors import ModelStateError, UsageError
-from preflight.models.targets import Target
+from preflight.models.core.targets import Target
 from scipy import stats
 
 #: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate, or of

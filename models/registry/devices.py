@@ -41,12 +41,12 @@ from preflight.data.store import (
     set_aside_entries,
     write_together,
 )
-from preflight.models import plausibility
-from preflight.models.datasets import device_spec
-from preflight.models.predictor import Predictor
-from preflight.models.targets import Target
-from preflight.models.task import Task, get_task
-from preflight.models.tracking import ModelInfo
+from preflight.models.core.datasets import device_spec
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task, get_task
+from preflight.models.registry import plausibility
+from preflight.models.registry.tracking import ModelInfo
 from pydantic import BaseModel, Field, ValidationError
 
 log = logging.getLogger("preflight.state")

@@ -22,13 +22,13 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.errors import InvalidFields
 from preflight.data.fpga import BOARD, FpgaItem, Tool, design_pragmas
 from preflight.data.settings import Settings
-from preflight.models import actions
-from preflight.models.actions import MAX_ITEMS, MAX_MEASUREMENTS, ModelInfoPublic, Served
-from preflight.models.devices import InvalidRegistration
-from preflight.models.inference import predict_items
-from preflight.models.predictor import Estimates, Predictor
-from preflight.models.task import Task
-from preflight.models.whatif import ranks
+from preflight.models.core import actions
+from preflight.models.core.actions import MAX_ITEMS, MAX_MEASUREMENTS, ModelInfoPublic, Served
+from preflight.models.core.inference import predict_items
+from preflight.models.core.predictor import Estimates, Predictor
+from preflight.models.core.task import Task
+from preflight.models.registry.devices import InvalidRegistration
+from preflight.models.tools.whatif import ranks
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 from scipy import stats
 

@@ -27,10 +27,12 @@ from pathlib import Path
 import pandas as pd
 from preflight.data.errors import ModelStateError, ModelUnavailable, NotTrained, UnknownVersion
 from preflight.data.settings import Settings
-from preflight.models import artifacts, pyfunc, relocation
-from preflight.models.metrics import higher_is_better
-from preflight.models.predictor import Predictor
-from preflight.models.task import Task
+from preflight.models import pyfunc
+from preflight.models.core import artifacts
+from preflight.models.core.metrics import higher_is_better
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import Task
+from preflight.models.registry import relocation
 
 CHAMPION = "champion"
 

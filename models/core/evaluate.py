@@ -12,11 +12,12 @@ import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import DataError, UsageError
 from preflight.features import Features
-from preflight.models import metrics, progress
-from preflight.models.datasets import register_measured_devices
-from preflight.models.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
-from preflight.models.targets import Target
-from preflight.models.task import Task
+from preflight.models.core import metrics
+from preflight.models.core.datasets import register_measured_devices
+from preflight.models.core.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task
+from preflight.models.presentation import progress
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
 #: Nominal coverages at which a cross-validation also takes the model's intervals (a calibration curve).

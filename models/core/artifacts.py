@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.features import Features, Graphs, Parts, Sequences, Slots
-from preflight.models.calibration import Calibration, Calibrators
-from preflight.models.conformal import Conformal
-from preflight.models.envelope import Envelope
+from preflight.models.core.calibration import Calibration, Calibrators
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.envelope import Envelope
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.residual import Scaler, ZeroShot
+from preflight.models.core.targets import Target
+from preflight.models.core.task import get_task
 from preflight.models.families import FAMILIES
-from preflight.models.predictor import Predictor
-from preflight.models.residual import Scaler, ZeroShot
-from preflight.models.targets import Target
-from preflight.models.task import get_task
 
 _PARTS = ("X", "reference", "meta")
 #: The column of parts.parquet naming the training row each part belongs to.

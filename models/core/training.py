@@ -13,13 +13,14 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import plots, tracking
-from preflight.models.analysis import Evaluation
-from preflight.models.conformal import Conformal
-from preflight.models.datasets import available_sources, task_data
-from preflight.models.evaluate import Outcome
-from preflight.models.predictor import Estimates, Predictor
-from preflight.models.task import Task
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.datasets import available_sources, task_data
+from preflight.models.core.evaluate import Outcome
+from preflight.models.core.predictor import Estimates, Predictor
+from preflight.models.core.task import Task
+from preflight.models.presentation import plots
+from preflight.models.presentation.analysis import Evaluation
+from preflight.models.registry import tracking
 
 log = logging.getLogger("preflight.train")
 #: Nominal coverage of the out-of-fold intervals that the run's metrics score.

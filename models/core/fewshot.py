@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from preflight.features import Features, concat
-from preflight.models.calibration import residuals
-from preflight.models.conformal import Conformal
-from preflight.models.targets import Target
+from preflight.models.core.calibration import residuals
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.targets import Target
 
 #: Weight of one measurement of an adapted device against one training row when refitting
 #: (chosen on DeepBench leave-one-device-out with 10 shots: 5 → 9.0%, 20 → 8.7%, 50 → 9.8% median APE).

@@ -18,13 +18,14 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError, UsageError
 from preflight.features import Features, concat
-from preflight.models import envelope, fewshot, metrics, progress
-from preflight.models.calibration import Calibration, residual_table, strata
-from preflight.models.envelope import Envelope
+from preflight.models.core import envelope, fewshot, metrics
+from preflight.models.core.calibration import Calibration, residual_table, strata
+from preflight.models.core.envelope import Envelope
+from preflight.models.core.residual import ResidualAdaptation, ZeroShot
+from preflight.models.core.targets import Target
+from preflight.models.core.task import Task
 from preflight.models.families import Family, make_family
-from preflight.models.residual import ResidualAdaptation, ZeroShot
-from preflight.models.targets import Target
-from preflight.models.task import Task
+from preflight.models.presentation import progress
 from sklearn.model_selection import GroupKFold
 
 CALIBRATION_FOLDS = 4

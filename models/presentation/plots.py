@@ -11,10 +11,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from preflight.models.targets import Target
+from preflight.models.core.targets import Target
 
 if TYPE_CHECKING:
-    from preflight.models.whatif import WhatIf
+    from preflight.models.tools.whatif import WhatIf
 
 
 def predicted_vs_actual(y: pd.Series, pred: pd.Series, target: str, spec: Target) -> Figure:

@@ -19,10 +19,10 @@ from pydantic import BaseModel, Field
 if TYPE_CHECKING:
     from preflight.data.catalogue import Catalogue
     from preflight.data.settings import Settings
-    from preflight.models.devices import DeviceRegistry
-    from preflight.models.predictor import Predictor
-    from preflight.models.task import Task
-    from preflight.models.tracking import ModelInfo
+    from preflight.models.core.predictor import Predictor
+    from preflight.models.core.task import Task
+    from preflight.models.registry.devices import DeviceRegistry
+    from preflight.models.registry.tracking import ModelInfo
 
 
 #: The most items (estimates) one request may ask for, and measurements one registration may carry (a

@@ -21,10 +21,10 @@ from typing import Literal
 import numpy as np
 from preflight.data.catalogue import Catalogue
 from preflight.data.nas import CurveItem
-from preflight.models.actions import Estimate, ModelInfoPublic, Served
-from preflight.models.inference import predict_items
-from preflight.models.predictor import Predictor
-from preflight.models.task import Task
+from preflight.models.core.actions import Estimate, ModelInfoPublic, Served
+from preflight.models.core.inference import predict_items
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import Task
 from pydantic import BaseModel, Field, StrictFloat, StrictInt
 
 RULE = "stop when P(final accuracy > incumbent) < risk; continue otherwise"

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from preflight.data.errors import Cancelled, OverBudget
-from preflight.models.task import Task
+from preflight.models.core.task import Task
 
 #: Work units one request may ask for: one unit is about one GEMM estimate (~30 µs of one core), so
 #: a budget is a few seconds of work.

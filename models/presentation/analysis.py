@@ -14,10 +14,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models import evaluate, plots, progress
-from preflight.models.datasets import available_sources, task_data
-from preflight.models.evaluate import Outcome
-from preflight.models.task import Task
+from preflight.models.core import evaluate
+from preflight.models.core.datasets import available_sources, task_data
+from preflight.models.core.evaluate import Outcome
+from preflight.models.core.task import Task
+from preflight.models.presentation import plots, progress
 
 #: Nominal coverages of the calibration curve.
 LEVELS = evaluate.CALIBRATION_LEVELS

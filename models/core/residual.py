@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from preflight.features import Features
-from preflight.models.calibration import aligned_residual
-from preflight.models.conformal import Conformal
-from preflight.models.targets import Target
+from preflight.models.core.calibration import aligned_residual
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.targets import Target
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel

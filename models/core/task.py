@@ -18,8 +18,8 @@ import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownTask, UsageError
 from preflight.features import Features
-from preflight.models.actions import Action
-from preflight.models.targets import Target
+from preflight.models.core.actions import Action
+from preflight.models.core.targets import Target
 from pydantic import BaseModel
 
 
@@ -65,7 +65,7 @@ class Task:
     #: shots; the FPGA task's kernel: its synthesized designs)
     adapt_column: str | None = None
     #: how measurements adapt: ``refit`` the family with them (or its own ``adapt``), or ``residual``: a
-    #: Gaussian process over the subject's residuals corrects its answers (``models/residual.py``)
+    #: Gaussian process over the subject's residuals corrects its answers (``models/core/residual.py``)
     adaptation: Literal["refit", "residual"] = "refit"
     measured_devices: bool = False
     #: sources sampled down to this many rows when training the service's default model
@@ -77,14 +77,14 @@ class Task:
     derived: tuple[str, ...] = ()
     derive: Callable[[Features, Any], None] | None = None
     #: the work one raw item (a request's JSON, before validation) asks for, in O(1) from its fields, in
-    #: units of about one GEMM estimate (``models/budget.py``); ``cost_unit`` says what it counts
+    #: units of about one GEMM estimate (``models/core/budget.py``); ``cost_unit`` says what it counts
     cost: Callable[[Any], float] | None = None
     cost_unit: str = "one unit an item"
     #: hyperparameters a family takes on this task, beyond its defaults (fewer GNN epochs where every
     #: design of a kernel is a row of its own); what a caller passes overrides them
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: questions the task answers beyond per-item estimates, each an HTTP route, a CLI command and a
-    #: Python API call (``models/actions.py``)
+    #: Python API call (``models/core/actions.py``)
     actions: tuple[Action, ...] = ()
 
     def __post_init__(self) -> None:

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 from preflight.data.errors import ModelStateError
-from preflight.models.conformal import Conformal
-from preflight.models.targets import Target
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.targets import Target
 
 #: A calibration stratum with fewer scores than this falls back to the pooled scores of its side.
 MIN_STRATUM_SCORES = 30

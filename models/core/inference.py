@@ -9,8 +9,8 @@ from typing import Any
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownDevice, UsageError
 from preflight.features import Features
-from preflight.models.predictor import Estimates, Predictor
-from preflight.models.task import Task
+from preflight.models.core.predictor import Estimates, Predictor
+from preflight.models.core.task import Task
 
 
 @dataclass

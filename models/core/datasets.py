@@ -12,7 +12,7 @@ from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.errors import DataError, UnknownDevice, UsageError
 from preflight.data.settings import Settings
 from preflight.data.store import TableStore
-from preflight.models.task import Task
+from preflight.models.core.task import Task
 
 log = logging.getLogger("preflight.data")
 

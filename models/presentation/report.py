@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
-from preflight.models import progress
-from preflight.models.analysis import Evaluation
-from preflight.models.tracking import ModelInfo
+from preflight.models.presentation import progress
+from preflight.models.presentation.analysis import Evaluation
+from preflight.models.registry.tracking import ModelInfo
 
 #: Rows of the worst-cases table.
 WORST = 10
