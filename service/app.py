@@ -18,7 +18,7 @@ from preflight.service.served import ServedModels
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 #: Paths of routes that change state: they run to the end, never cut off by the deadline.
-CHANGES_STATE = ("/v1/devices", "/v1/admin")
+CHANGES_STATE = ("/v1/devices", "/v1/admin", "/v1/fpga/kernels")
 #: Where /docs and /redoc find Swagger UI and ReDoc: files of the fastapi-offline package, no CDN.
 DOCS_ASSETS = "/docs/assets"
 

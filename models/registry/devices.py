@@ -251,6 +251,20 @@ class DeviceRegistry:
         held = sum(str(row.get(task.subject)) == subject for row in rows)
         return SubjectPublic(task=task.name, subject=subject, measurements=held)
 
+    def remove_subject(self, task: Task, subject: str) -> SubjectPublic:
+        """Forget a subject's measurements (a kernel's synthesized designs): its estimates are the
+        unadapted model's again. The subject as it remains (no measurements)."""
+        with self._shared_files():
+            rows = [
+                row for row in self.measurements.get(task.name, []) if str(row.get(task.subject)) != subject
+            ]
+            kept = {name: held for name, held in self.measurements.items() if name != task.name}
+            kept |= {task.name: rows} if rows else {}
+            self._commit(kept)
+            self.measurements = kept
+            self.on_change()
+            return self.describe_subject(task, subject)
+
     def subject_registration(
         self, task: str, subject: str, measurements: Sequence[dict[str, Any]]
     ) -> Registration:

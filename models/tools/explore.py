@@ -203,6 +203,7 @@ class ExploreRequest(BaseModel):
 
     kernel: str = Field(default="", description=FpgaItem.model_fields["kernel"].description)
     graph: str | dict = Field(default="", description=FpgaItem.model_fields["graph"].description)
+    code: str = Field(default="", description=FpgaItem.model_fields["code"].description)
     tool: Tool = "v20"
     device: str = BOARD
     designs: list[dict[str, StrictInt | str]] = Field(
@@ -240,7 +241,13 @@ class ExploreRequest(BaseModel):
     def designs_as_items(self, settings: Settings) -> list[FpgaItem]:
         """One item per setting, the kernel found in ``settings``' datasets; a ValueError says what is
         wrong, naming the setting the graph cannot take and its knob."""
-        fields = {"kernel": self.kernel, "graph": self.graph, "tool": self.tool, "device": self.device}
+        fields = {
+            "kernel": self.kernel,
+            "graph": self.graph,
+            "code": self.code,
+            "tool": self.tool,
+            "device": self.device,
+        }
         try:
             base = FpgaItem.model_validate(fields, context=settings.validation_context())
         except ValidationError as exc:

@@ -59,6 +59,7 @@ __all__ = [
     "predict",
     "register_designs",
     "register_device",
+    "remove_designs",
     "remove_device",
     "remove_measurements",
     "report",
@@ -205,6 +206,12 @@ def register_designs(
     registration = registry.subject_registration("fpga", kernel, list(designs))
     registry.register(registration, lambda name: _champion(config, name))
     return registry.describe_subject(_task("fpga"), kernel)
+
+
+def remove_designs(kernel: str, home: str | Path | None = None) -> SubjectPublic:
+    """Forget an FPGA kernel's synthesized designs (as ``DELETE /v1/fpga/kernels/{kernel}/designs``):
+    its estimates are the unadapted model's again. The kernel, with no designs held."""
+    return _registry(settings(home)).remove_subject(_task("fpga"), kernel)
 
 
 def remove_device(name: str, home: str | Path | None = None) -> DeviceSpec:

@@ -70,6 +70,18 @@ def register_designs(
     return models.devices.describe_subject(get_task("fpga"), kernel)
 
 
+@router.delete(
+    "/v1/fpga/kernels/{kernel}/designs",
+    response_model=SubjectPublic,
+    responses=KEY_RESPONSES,
+    dependencies=[Depends(require_api_key)],
+)
+def remove_designs(kernel: Annotated[str, Path(max_length=MAX_NAME)], devices: DevicesDep) -> SubjectPublic:
+    """Forget a kernel's synthesized designs: its estimates are the unadapted model's again, every
+    other kernel's unchanged. Needs an API key."""
+    return devices.remove_subject(get_task("fpga"), kernel)
+
+
 @router.get("/v1/fpga/kernels/{kernel}/designs", response_model=SubjectPublic)
 def kernel_designs(kernel: Annotated[str, Path(max_length=MAX_NAME)], devices: DevicesDep) -> SubjectPublic:
     """How many synthesized designs of a kernel adapt its estimates."""

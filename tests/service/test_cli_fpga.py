@@ -2,6 +2,7 @@
 
 import json
 
+import preflight
 from preflight.service.cli import app
 
 from tests.fpga import KERNELS, write_hlsyn
@@ -57,3 +58,6 @@ def test_synthesized_designs_are_registered_through_the_cli(home, tmp_path, monk
     result = runner.invoke(app, ["register-designs", "k-mvt", str(designs)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"task": "fpga", "subject": "k-mvt", "measurements": 3}
+    assert preflight.remove_designs("k-mvt").measurements == 0  # taken back through the Python API
+    result = runner.invoke(app, ["register-designs", "k-mvt", str(designs)])
+    assert json.loads(result.stdout)["measurements"] == 3  # none were left to add to

@@ -8,6 +8,11 @@ from tests.client import api_client
 from tests.fpga import KERNELS, kernel_gexf, write_hlsyn
 
 GEMM = kernel_gexf(*KERNELS["k-gemm"])
+#: C source whose pragma names a placeholder the k-gemm graph does not have.
+_LOOP_L9 = (
+    "void k(int a[8]) {\n#pragma ACCEL PARALLEL FACTOR=auto{__PARA__L9}\n"
+    "  for (int i = 0; i < 8; i++) a[i] = 0;\n}\n"
+)
 TARGETS = ("cycles", "lut", "ff", "dsp", "bram", "valid")
 
 
@@ -99,6 +104,7 @@ def test_explore_ranks_feasible_settings_by_cycles(client):
         ("explore", {"kernel": "k-gemm", "designs": []}, 422, "designs"),
         ("explore", {"kernel": "k-gemm", "designs": [{}], "limits": {"dsp": 1.5}}, 422, "dsp"),
         ("explore", {"graph": "<gexf", "designs": [{}]}, 422, "GEXF"),
+        ("explore", {"graph": GEMM, "code": _LOOP_L9, "designs": [{}]}, 422, "__PARA__L9"),
     ],
 )
 def test_bad_designs_are_refused_naming_the_problem(client, path, body, status, needle):
@@ -141,6 +147,11 @@ def test_synthesized_designs_adapt_their_kernel_only(own_client):
     for before, after, c in zip(mvt_before, mvt_after, truth):
         assert abs(np.log(after["cycles"]["value"] / c)) < abs(np.log(before["cycles"]["value"] / c))
         assert "adapted:5" in after["warnings"] or "adapted:6" in after["warnings"]
+    assert client.delete("/v1/fpga/kernels/k-mvt/designs", headers={"X-API-Key": "x" * 16}).status_code == 401
+    removed = client.delete("/v1/fpga/kernels/k-mvt/designs")
+    assert removed.status_code == 200 and removed.json()["measurements"] == 0, removed.text
+    assert _predict(client, "k-mvt", factors) == mvt_before  # the unadapted answers again, bit for bit
+    assert _predict(client, "k-gemm", factors) == gemm_before
 
 
 def test_explore_names_the_next_designs_to_synthesize(client):
