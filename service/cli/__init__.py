@@ -346,6 +346,28 @@ def devices(
         render.devices(found)
 
 
+@app.command(cls=_TaskCommand)
+def score(
+    task: TaskName,
+    input: Annotated[Path, typer.Option("--input", help="Parquet or CSV file of items, one a row")],
+    output: Annotated[Path, typer.Option("--output", help="Parquet file to write")],
+    version: Annotated[str | None, typer.Option(help="the version (default: the champion)")] = None,
+    coverage: Coverage = 0.9,
+    batch_rows: Annotated[int, typer.Option(min=1, help="rows estimated at a time (memory follows it)")] = (
+        preflight.SCORE_BATCH_ROWS
+    ),
+) -> None:
+    """Estimates for every row of a file of items, of any size, streamed in batches to a Parquet file:
+    the input's columns, then per target value, _low, _high, ood and warnings. Prints what it wrote."""
+    _logging()
+    scored = preflight.score(task, input, output, version=version, coverage=coverage, batch_rows=batch_rows)
+    rate = scored.rows / max(scored.seconds, 1e-9)
+    typer.echo(
+        f"{scored.output}: {scored.rows:,} rows in {scored.seconds:.1f} s ({rate:,.0f} rows/s), "
+        f"{scored.model.name} v{scored.model.version}"
+    )
+
+
 @app.command(cls=_ActionCommand)
 def ask(
     action: Annotated[str, typer.Argument(help="the action (listed below)")],

@@ -22,13 +22,13 @@ so importing any ``preflight.*`` module stays instant.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version as _version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preflight.data.errors import UsageError
+from preflight.data.errors import DataError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +48,7 @@ __all__ = [
     "Model",
     "Predictions",
     "Ranking",
+    "Scored",
     "SourceInfo",
     "TaskInfo",
     "collect",
@@ -63,6 +64,7 @@ __all__ = [
     "remove_device",
     "remove_measurements",
     "report",
+    "score",
     "serve",
     "sources",
     "tasks",
@@ -76,6 +78,8 @@ __version__ = _version("preflight")
 log = logging.getLogger("preflight")
 #: Rows a source is sampled down to for a report: a grouped cross-validation refits the family per fold.
 REPORT_ROWS = 1000
+#: Rows ``score`` reads, estimates and writes at a time (memory follows it), and bytes of CSV per block.
+SCORE_BATCH_ROWS, CSV_BLOCK_BYTES = 50_000, 1 << 22
 #: The own profilers (``preflight.data.collect.<name>``), each appending to ``HOME/collect/local_<name>.csv``.
 PROFILERS = ("gemm", "curves", "interference")
 
@@ -497,6 +501,88 @@ def sources(home: str | Path | None = None) -> list[SourceInfo]:
         )
         for name in known.LOADERS
     ]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What ``score`` wrote: where, how many rows, in how many seconds, and the model version."""
+
+    output: Path
+    rows: int
+    seconds: float
+    model: ModelInfo
+
+
+def score(
+    task: str,
+    input: str | Path,
+    output: str | Path,
+    *,
+    version: str | int | None = None,
+    coverage: float = 0.9,
+    batch_rows: int = SCORE_BATCH_ROWS,
+    home: str | Path | None = None,
+) -> Scored:
+    """A version's (the champion's) estimates for every row of a Parquet or CSV file of items (a column
+    per item field; other columns, such as an id, are carried through), written to a Parquet file batch
+    by batch, so that memory follows ``batch_rows``, not the file: the input's columns, then per
+    target its value, ``_low`` and ``_high``, ``ood`` and the ``warnings`` codes. The output appears
+    whole or not at all (written beside it, then renamed). A row that is not a valid item raises
+    ``DataError`` naming its row and field; nothing is written then."""
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pydantic import ValidationError
+
+    model = load(task, version, home)
+    fields = list(model.task.item.model_fields)
+    target, partial = Path(output), Path(output).with_name(Path(output).name + ".partial")
+    began, rows, writer, finished = time.monotonic(), 0, None, False
+    try:
+        for batch in _item_batches(Path(input), batch_rows):
+            frame = batch.select([c for c in batch.column_names if c in fields]).to_pandas()
+            try:
+                found = model.predict(frame, coverage)
+            except ValidationError as exc:
+                row, *field = exc.errors()[0]["loc"]
+                raise DataError(
+                    f"{input}: row {rows + int(row)}: {'.'.join(map(str, field))}: {exc.errors()[0]['msg']} "
+                    f"({exc.error_count()} problems in rows {rows}-{rows + len(frame) - 1}); nothing written"
+                ) from None
+            table = pa.Table.from_batches([batch])
+            for name in found.columns.drop("warnings"):
+                table = table.append_column(name, pa.array(found[name].to_numpy()))
+            table = table.append_column("warnings", pa.array(found["warnings"], pa.list_(pa.string())))
+            writer = writer or pq.ParquetWriter(partial, table.schema)
+            writer.write_table(table)
+            rows += len(frame)
+        finished = True
+    finally:
+        if writer is not None:
+            writer.close()
+        if not finished:  # a failure leaves nothing behind
+            partial.unlink(missing_ok=True)
+    if writer is None:
+        raise DataError(f"{input}: no rows to score")
+    partial.replace(target)
+    return Scored(target, rows, time.monotonic() - began, model.info)
+
+
+def _item_batches(path: Path, rows: int) -> Iterator[Any]:
+    """Record batches of at most ``rows`` rows of a Parquet or CSV file, read as they are needed."""
+    import pyarrow.csv as csv
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    if path.suffix == ".parquet":
+        yield from pq.ParquetFile(path).iter_batches(batch_size=rows)
+    elif path.suffix == ".csv":
+        for block in csv.open_csv(path, read_options=csv.ReadOptions(block_size=CSV_BLOCK_BYTES)):
+            yield from (block.slice(start, rows) for start in range(0, block.num_rows, rows))
+    else:
+        raise UsageError(f"{path}: give a .parquet or .csv file of items")
 
 
 def ingest(source: str, path: str | Path, home: str | Path | None = None) -> dict[str, Any]:
