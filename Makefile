@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,ray]'
 	@# torch must be the CPU build: no CUDA wheel may ever land here
 	@if $(BIN)/pip freeze | grep -i '^nvidia-' | grep -iv '^nvidia-ml-py'; then echo "CUDA wheels were installed" >&2; exit 1; fi
 	touch $(STAMP)

@@ -14,6 +14,7 @@ from preflight.data.errors import DataError, UsageError
 from preflight.features import Features
 from preflight.models.core import metrics
 from preflight.models.core.datasets import register_measured_devices
+from preflight.models.core.parallel import fan_out
 from preflight.models.core.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task
@@ -50,6 +51,24 @@ def _fit(
 ) -> Predictor:
     predictor = Predictor(task, family, seed=seed, params=params if family != task.baseline else None)
     return predictor.fit(features, Y, task.group_values(features.meta, group))
+
+
+def _fold(
+    train: np.ndarray, test: np.ndarray, setting: tuple, features: Features, Y: pd.DataFrame
+) -> tuple[Estimates, Estimates, dict[float, Estimates]]:
+    """One fold of a grouped cross-validation (``setting``: task, family, group, seed, params, coverage):
+    the model's and the baseline's estimates for the held-out rows, and the model's at each
+    calibration level."""
+    task, family, group, seed, params, coverage = setting
+    train_f, train_y, test_f = features.take(train), Y.iloc[train].reset_index(drop=True), features.take(test)
+    model = _fit(task, family, train_f, train_y, group, seed, params)
+    baseline = _fit(task, task.baseline, train_f, train_y, group, seed, params)
+    estimates = model.predict(test_f, coverage)
+    levels = {
+        level: estimates if level == coverage else model.predict(test_f, level)
+        for level in CALIBRATION_LEVELS
+    }
+    return estimates, baseline.predict(test_f, coverage), levels
 
 
 def _concat(parts: list[Estimates]) -> Estimates:
@@ -96,24 +115,17 @@ def cross_validate(
     register_measured_devices(task, rows, catalogue, persist=False)
     features, Y = task.featurize(rows, catalogue), task.target_frame(rows)
     groups = task.group_values(features.meta, group)
-    model_parts: list[Estimates] = []
-    baseline_parts: list[Estimates] = []
-    level_parts: dict[float, list[Estimates]] = {level: [] for level in CALIBRATION_LEVELS}
-    test_parts: list[np.ndarray] = []
     splits = _splits(groups, seed, train_size)
-    for train, test in progress.track(splits, f"{task.name} {family} vs {task.baseline}: {group} splits"):
-        train_f, train_y, test_f = (
-            features.take(train),
-            Y.iloc[train].reset_index(drop=True),
-            features.take(test),
-        )
-        model = _fit(task, family, train_f, train_y, group, seed, params)
-        baseline = _fit(task, task.baseline, train_f, train_y, group, seed, params)
-        model_parts.append(model.predict(test_f, coverage))
-        baseline_parts.append(baseline.predict(test_f, coverage))
-        for level, parts in level_parts.items():
-            parts.append(model_parts[-1] if level == coverage else model.predict(test_f, level))
-        test_parts.append(test)
+    folds = fan_out(
+        _fold,
+        splits,
+        f"{task.name} {family} vs {task.baseline}: {group} splits",
+        shared={"setting": (task, family, group, seed, params, coverage), "features": features, "Y": Y},
+    )
+    model_parts = [model for model, _, _ in folds]
+    baseline_parts = [baseline for _, baseline, _ in folds]
+    level_parts = {level: [levels[level] for _, _, levels in folds] for level in CALIBRATION_LEVELS}
+    test_parts = [test for _, test in splits]
     order = np.concatenate(test_parts)
     levels = {level: _concat(parts) for level, parts in level_parts.items()}
     return Outcome(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,7 @@ from preflight.features import Features, concat
 from preflight.models.core import envelope, fewshot, metrics
 from preflight.models.core.calibration import Calibration, residual_table, strata
 from preflight.models.core.envelope import Envelope
+from preflight.models.core.parallel import fan_out
 from preflight.models.core.residual import ResidualAdaptation, ZeroShot
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task
@@ -115,6 +117,16 @@ def folds(groups: pd.Series, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]
     return list(GroupKFold(n_splits=min(n_folds, n_groups)).split(groups, groups=groups))
 
 
+def _held_out_estimates(
+    train: np.ndarray, held: np.ndarray, family: Callable[[], Family], features: Features, Y: pd.DataFrame
+) -> pd.DataFrame:
+    """A new family (``family()``) fitted on the training rows of a split: its estimates for the held-out
+    rows."""
+    return (
+        family().fit(features.take(train), Y.iloc[train].reset_index(drop=True)).predict(features.take(held))
+    )
+
+
 class Predictor:
     """``fit`` on features, targets and groups; ``predict`` with intervals at any coverage."""
 
@@ -130,8 +142,12 @@ class Predictor:
         self.residual_: ResidualAdaptation | None = None
 
     def new_family(self) -> Family:
+        return self._family_maker()()
+
+    def _family_maker(self) -> Callable[[], Family]:
+        """What makes a new family of this predictor's kind: small, so that it travels to a cluster."""
         params = self.task.family_params.get(self.family, {}) | self.params
-        return make_family(self.family, self.task.targets, self.seed, **params)
+        return functools.partial(make_family, self.family, self.task.targets, self.seed, **params)
 
     def fit(self, features: Features, Y: pd.DataFrame, groups: pd.Series) -> Predictor:
         """Calibrate on grouped out-of-fold residuals (the task's split, then one machine out at a time
@@ -204,11 +220,14 @@ class Predictor:
         bar)."""
         oof = pd.DataFrame(np.nan, index=Y.index, columns=Y.columns)
         fold_of = np.zeros(len(Y), dtype=int)
-        tracked = progress.track(splits, f"{self.task.name} {self.family}: {label}")
-        for fold, (train, held) in enumerate(tracked):
+        parts = fan_out(
+            _held_out_estimates,
+            splits,
+            f"{self.task.name} {self.family}: {label}",
+            shared={"family": self._family_maker(), "features": features, "Y": Y},
+        )
+        for fold, ((_, held), predicted) in enumerate(zip(splits, parts)):
             fold_of[held] = fold
-            part = self.new_family().fit(features.take(train), Y.iloc[train].reset_index(drop=True))
-            predicted = part.predict(features.take(held))
             oof.iloc[held, [oof.columns.get_loc(c) for c in predicted.columns]] = predicted.to_numpy()
         return oof, fold_of
 

@@ -14,7 +14,7 @@ import preflight
 import typer
 from preflight.data.errors import DataError, PreflightError, UnknownDevice, UsageError
 from preflight.service.cli import options, render
-from preflight.service.cli.options import Count, Coverage, JsonOut, Positive, Seed, TaskName
+from preflight.service.cli.options import Count, Coverage, JsonOut, Positive, RayAddress, Seed, TaskName
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
@@ -135,12 +135,14 @@ def train(
     ] = None,
     promote: bool = False,
     seed: Seed = 0,
+    ray: RayAddress = None,
     json_out: JsonOut = False,
 ) -> None:
     """Train on the task's sources (or one), log to MLflow, register, and apply the champion gate."""
     from preflight.models.presentation import progress
 
     _logging()
+    options.use_ray(ray)
     with progress.shown(render.console(stderr=True)):
         result = preflight.train(task, family=family, source=source, path=path, promote=promote, seed=seed)
     if not json_out:
@@ -177,12 +179,14 @@ def evaluate(
     ] = 0,
     seed: Seed = 0,
     coverage: Coverage = 0.9,
+    ray: RayAddress = None,
     json_out: JsonOut = False,
 ) -> None:
     """Grouped cross-validation on a source, or train on one file and test on another."""
     from preflight.models.presentation import progress
 
     _logging()
+    options.use_ray(ray)
     with progress.shown(render.console(stderr=True)):
         evaluation = preflight.evaluate(
             task, family=family, split=split, source=source, path=path, train=train, test=test,

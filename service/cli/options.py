@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -38,6 +39,20 @@ Seed = Annotated[int, typer.Option(min=0, max=2**32 - 1)]
 Count = Annotated[int, typer.Option(min=1)]
 TaskName = Annotated[str, typer.Argument(help="the task (listed below)")]
 JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="fan folds out to a Ray cluster (as RAY_ADDRESS: auto, ray://HOST:10001, or local for one on "
+        "this machine); the answers are the serial run's",
+    ),
+]
+
+
+def use_ray(address: str | None) -> None:
+    """``--ray``: the cluster this command's folds fan out to, as Ray's own ``RAY_ADDRESS`` says it."""
+    if address:
+        os.environ["RAY_ADDRESS"] = address
 
 
 def items(path: Path) -> list:
