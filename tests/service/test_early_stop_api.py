@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from preflight.models.core.task import get_action
 
 from tests.client import api_client
 from tests.nas import nb201_archs
@@ -121,14 +122,7 @@ def test_a_tie_with_the_incumbent_does_not_beat_it(client):
 
 
 def test_a_learner_without_an_architecture_gets_an_answer_flagged_unseen(client):
-    body = {
-        "learner": "SVC_rbf",
-        "dataset": "openml-44",
-        "curve": [0.6, 0.7],
-        "epochs": [16, 32],
-        "budget": 4096,
-        "incumbent": 0.9,
-    }
+    body = get_action("early-stop")[1].examples["learner"]["value"]  # the route's own example
     response = client.post("/v1/nas/early-stop", json=body)
     assert response.status_code == 200, response.text
     assert response.json()["ood"]  # the test model was trained on architectures only
