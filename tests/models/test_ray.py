@@ -1,16 +1,18 @@
-"""``RAY_ADDRESS``: a grouped cross-validation, and a predictor's calibration folds, fanned out over a
-Ray cluster of two nodes (a head and a second node, separate processes on this machine) give the
-serial run's answers, to the last bit."""
+"""``RAY_ADDRESS``: a grouped cross-validation (of every task, on its sample data), and a predictor's
+calibration folds, fanned out over a Ray cluster of two nodes (a head and a second node, separate
+processes on this machine) give the serial run's answers, to the last bit."""
 
 import json
 
 import pandas as pd
+import preflight
 import pytest
 from preflight.models.core.predictor import Predictor
-from preflight.models.core.task import get_task
+from preflight.models.core.task import all_tasks, get_task
 from preflight.models.presentation import analysis
 
 from tests.conftest import synthetic_gemm
+from tests.samples import sample_paths
 
 ray = pytest.importorskip("ray", reason="Ray is installed with the dev extra")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -56,3 +58,17 @@ def test_a_predictor_calibrated_on_two_nodes_answers_as_the_serial_one(two_nodes
     serial = fitted()
     monkeypatch.setenv("RAY_ADDRESS", two_nodes)
     pd.testing.assert_frame_equal(fitted(), serial, check_exact=True)
+
+
+@pytest.mark.parametrize("task", [t.name for t in all_tasks()])
+def test_every_tasks_evaluation_on_two_nodes_equals_the_serial_one(task, two_nodes, tmp_path, monkeypatch):
+    files = sample_paths(task, tmp_path / "samples")
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+
+    def evaluated() -> str:
+        evaluation = preflight.evaluate(task, files=files, max_rows=300, home=tmp_path / "home")
+        return json.dumps(evaluation.summary(), sort_keys=True)
+
+    serial = evaluated()
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    assert evaluated() == serial
