@@ -50,6 +50,7 @@ from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families.tree import TreeFamily
 from scipy.optimize import least_squares
+from scipy.special import expit
 
 #: Meta columns the law reads (the GEMM featurizer's).
 COMPUTE, MEMORY, MATRIX, HEADROOM = "compute_ms", "memory_ms", "matrix_units", "power_headroom_log2"
@@ -205,6 +206,29 @@ def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.nda
         log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
         q = np.exp(unit[:, 4])
         return np.logaddexp(q * unit[:, 2], q * (log_bound - np.exp(unit[:, 3]) * log_g)) / q
+
+
+def law_gradient(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
+    """``[rows, LAW_PARAMETERS]``: the derivative of ``law`` by each of the unit's parameters (the fit's
+    Jacobian: exact, and five times cheaper than differencing)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_compute, log_memory = np.log(compute) - unit[:, 0], np.log(memory) - unit[:, 1]
+        compute_share = expit(NORM * (log_compute - log_memory))  # ∂ bound / ∂ log compute term
+        log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
+        q, ramp = np.exp(unit[:, 4]), np.exp(unit[:, 3])
+        work = log_bound - ramp * log_g
+        floor_share = expit(q * (unit[:, 2] - work))  # ∂ law / ∂ log t0
+        joined = np.logaddexp(q * unit[:, 2], q * work) / q
+        through_work = 1 - floor_share
+        return np.column_stack(
+            [
+                -through_work * compute_share,
+                -through_work * (1 - compute_share),
+                floor_share,
+                -through_work * ramp * log_g,
+                floor_share * unit[:, 2] + through_work * work - joined,
+            ]
+        )
 
 
 def log_work(log_y: np.ndarray, unit: np.ndarray) -> np.ndarray:
@@ -514,14 +538,24 @@ class PhysicsFamily:
         )[:free]
         upper = np.array([0.0, 0.0, np.log(MAX_FLOOR_MS), MAX_LOG_RAMP, MAX_LOG_OVERLAP])[:free]
 
+        def per_row(theta: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(np.r_[theta, start[free:]], (len(log_y), LAW_PARAMETERS))
+
         def residual(theta: np.ndarray) -> np.ndarray:
-            fitted = law(
-                compute, memory, np.broadcast_to(np.r_[theta, start[free:]], (len(log_y), LAW_PARAMETERS)), g
-            )
+            fitted = law(compute, memory, per_row(theta), g)
             return np.r_[w * (log_y - fitted) / noise, (theta - start[:free]) / prior_sigma]
 
+        def jacobian(theta: np.ndarray) -> np.ndarray:
+            rows_part = -(w / noise)[:, None] * law_gradient(compute, memory, per_row(theta), g)[:, :free]
+            return np.vstack([rows_part, np.eye(free) / prior_sigma])
+
         solution = least_squares(
-            residual, np.clip(start[:free], lower, upper), bounds=(lower, upper), method="trf", loss="soft_l1"
+            residual,
+            np.clip(start[:free], lower, upper),
+            jac=jacobian,
+            bounds=(lower, upper),
+            method="trf",
+            loss="soft_l1",
         )
         log_eta_c, log_eta_m, log_t0, log_ramp, log_overlap = map(float, np.r_[solution.x, start[free:]])
         return Unit(

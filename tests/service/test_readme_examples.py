@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import preflight
 import pytest
 from fastapi.testclient import TestClient
 from preflight.data.settings import Settings
@@ -463,13 +465,13 @@ def readme_tasks() -> list[str]:
 @pytest.fixture(scope="session")
 def embedded_home(tmp_path_factory) -> Path:
     """A fresh clone's champions, those the README's figures come from: each task the README asks
-    trained on the embedded default (no ``PREFLIGHT_DATASETS``), as ``preflight serve`` trains it first
-    (about two minutes on 2 cores)."""
+    trained on the embedded default (no ``PREFLIGHT_DATASETS``) in a process of its own, as
+    ``preflight serve`` trains it first (about two minutes on 2 cores): a model trained in this process
+    after other tests can differ in its last digits (thread pools and libraries already warmed)."""
     home = tmp_path_factory.mktemp("embedded-home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("PREFLIGHT_DATASETS", raising=False)
-        for task in readme_tasks():
-            preflight.train(task, home=home)
+    env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DATASETS"} | {"PREFLIGHT_HOME": str(home)}
+    for task in readme_tasks():
+        subprocess.run([sys.executable, "-m", "preflight.service.cli", "train", task], env=env, check=True)
     return home
 
 
