@@ -13,7 +13,7 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
-from preflight.models.families.physics import PhysicsFamily
+from preflight.models.families.physics import PhysicsFamily, law, law_gradient
 
 GEMM = get_task("gemm")
 DTYPES = ("fp32", "fp16", "bf16")
@@ -218,3 +218,24 @@ def test_a_model_saved_before_units_had_a_ramp_loads_with_a_ramp_of_one(hoppers,
     items = _items(["nvidia-h100-sxm5-80gb", "nvidia-a100-sxm4-80gb"], [(s, s, s) for s in (64, 4096)])
     features = GEMM.featurize(GEMM.rows(items), catalogue)
     np.testing.assert_allclose(old.predict(features).to_numpy(), expected.predict(features).to_numpy())
+
+
+def test_the_laws_gradient_is_its_derivative():
+    """The fits' exact Jacobian agrees with central differences of the law, floor- and work-bound rows
+    and every parameter alike."""
+    rng = np.random.default_rng(0)
+    n = 400
+    compute, memory = np.exp(rng.normal(0, 3, n)), np.exp(rng.normal(0, 3, n))
+    log_g = rng.normal(0, 0.3, n)
+    unit = np.column_stack(
+        [rng.uniform(-2, 0, n), rng.uniform(-2, 0, n), rng.uniform(-5, 0, n), rng.uniform(-1, 1, n)]
+        + [rng.uniform(-1, 2, n)]
+    )
+    gradient, step = law_gradient(compute, memory, unit, log_g), 1e-6
+    for column in range(unit.shape[1]):
+        shift = np.zeros_like(unit)
+        shift[:, column] = step
+        differences = (
+            law(compute, memory, unit + shift, log_g) - law(compute, memory, unit - shift, log_g)
+        ) / (2 * step)
+        np.testing.assert_allclose(gradient[:, column], differences, atol=1e-7)
