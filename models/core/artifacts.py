@@ -4,7 +4,8 @@
 ``residuals.npz`` and ``estimates.npz`` the calibrators (``scores.npz`` too, what any version reads);
 ``train.parquet`` the training table kept for few-shot refits, with ``graphs.npz`` and
 ``sequences.npz`` beside it when the features have them; ``zero_shot.parquet`` the training subjects'
-out-of-fold residuals for a task adapting by residuals. Adaptations are not saved: the service
+out-of-fold residuals for a task adapting by residuals; ``fingerprint_*`` the reference devices of a task
+adapting by fingerprint. Adaptations are not saved: the service
 replays them from the stored measurements.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.features import Features, Graphs, Parts, Sequences, Slots
+from preflight.models.core import fingerprint
 from preflight.models.core.calibration import Calibration, Calibrators
 from preflight.models.core.conformal import Conformal
 from preflight.models.core.envelope import Envelope
@@ -48,6 +50,8 @@ def save(predictor: Predictor, directory: Path) -> None:
         zero_shot.residuals.assign(**{SUBJECT: zero_shot.subjects}).to_parquet(
             directory / "zero_shot.parquet"
         )
+    if predictor.references_ is not None:
+        fingerprint.save(predictor.references_, directory)
     state = {
         "task": predictor.task.name,
         "family": predictor.family,
@@ -91,6 +95,7 @@ def load(directory: Path) -> Predictor:
             table.pop(SUBJECT).to_numpy(dtype=str), scaler, scaler(predictor.train_[0].X), table,
             zero_shot["quality"], predictor.seed,
         )  # fmt: skip
+    predictor.references_ = fingerprint.load(directory)
     return predictor
 
 

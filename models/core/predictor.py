@@ -22,6 +22,7 @@ from preflight.features import Features, concat
 from preflight.models.core import envelope, fewshot, metrics
 from preflight.models.core.calibration import Calibration, residual_table, strata
 from preflight.models.core.envelope import Envelope
+from preflight.models.core.fingerprint import Mix, References
 from preflight.models.core.parallel import fan_out
 from preflight.models.core.residual import ResidualAdaptation, ZeroShot
 from preflight.models.core.targets import Target
@@ -140,6 +141,8 @@ class Predictor:
         self.shots_: fewshot.DeviceShots = {}
         self.zero_shot_: ZeroShot | None = None  # where measurements adapt by residuals
         self.residual_: ResidualAdaptation | None = None
+        self.references_: References | None = None  # where measurements adapt by fingerprint
+        self.mixes_: dict[str, dict[str, Mix]] = {}  # device -> target -> its fingerprint
 
     def new_family(self) -> Family:
         return self._family_maker()()
@@ -162,6 +165,7 @@ class Predictor:
         self.calibration_.add("seen", Y, self.oof_, row_strata)
         self.unseen_residuals_ = pd.DataFrame({"device_id": pd.Series(dtype=str)})
         machines = features.meta[task.machine] if task.machine else pd.Series(dtype=str)
+        unseen = self.oof_
         if machines.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
             splits = folds(machines.reset_index(drop=True), self._n_folds(machines))
             unseen, _ = self._out_of_fold(features, Y, splits, "unseen-device folds")
@@ -174,6 +178,10 @@ class Predictor:
             raise DataError(f"too few rows with {task.primary_target} to learn it ({len(Y)} rows in all)")
         with progress.step(f"{task.name} {self.family}: fit on every row"):
             self.family_ = self.base_family_ = self.new_family().fit(features, Y)
+        if task.adaptation == "fingerprint" and task.device_column:
+            with progress.step(f"{task.name} {self.family}: fingerprints simulated on every device"):
+                self.references_ = References.of(features, task.device_column, task.machine_column)
+                self.references_.simulate(self.family_, features, Y, unseen, devices, task.targets, self.seed)
         self.envelope_ = Envelope(task.envelope_columns).fit(features.X, features.meta)
         self.target_devices_ = {
             t: sorted(set(devices[task.targets[t].present(Y[t])])) for t in Y.columns if task.device_column
@@ -286,6 +294,9 @@ class Predictor:
         new = copy.copy(self)
         new.shot_data_ = fewshot.merge(self.shot_data_, features, Y, column)
         shot_features, shot_Y = new.shot_data_
+        if self.references_ is not None:
+            new.mixes_ = self._fingerprints(shot_features, shot_Y)
+            return new
         if self.zero_shot_ is not None:
             unadapted = self._calibrated(shot_features, CALIBRATED_COVERAGE)[0]
             new.residual_ = ResidualAdaptation.fit(
@@ -316,6 +327,32 @@ class Predictor:
         )
         return new
 
+    def _fingerprints(self, features: Features, Y: pd.DataFrame) -> dict[str, dict[str, Mix]]:
+        """Each measured device's fingerprint per target: its shots read as a mix of the references'
+        estimates and its own."""
+        assert self.references_ is not None
+        devices, out = self._devices(features.meta), {}
+        for device in np.unique(devices):
+            rows = np.flatnonzero(devices == device)
+            taken, per_target = features.take(rows), {}
+            for name in (t for t in Y.columns if t in self.targets):
+                target = self.task.targets[name]
+                present = np.flatnonzero(target.present(Y[name].iloc[rows]))
+                if len(present) < 2:
+                    continue
+                basis = self.fingerprint_basis(taken, name)[present]
+                z = target.kind.to_scale(Y[name].iloc[rows].to_numpy(dtype=float)[present])
+                per_target[name] = Mix.fit(basis, z)
+            out[str(device)] = per_target
+        return out
+
+    def fingerprint_basis(self, features: Features, name: str) -> np.ndarray:
+        """The references' estimates and the row's own (unadapted, on the target's scale)."""
+        assert self.references_ is not None
+        target = self.task.targets[name]
+        own = target.kind.to_scale(self.base_family_.predict(features)[name].to_numpy(dtype=float))
+        return np.column_stack([self.references_.basis(self.base_family_, features, target, name), own])
+
     @property
     def _adapts_itself(self) -> bool:
         """Whether the family adapts to measurements by itself (``adapt``: local by construction)
@@ -336,6 +373,8 @@ class Predictor:
     def _estimate(self, features: Features) -> pd.DataFrame:
         """The family's estimates: the adapted family's for rows of measured devices, the unadapted
         family's for every other row."""
+        if self.mixes_:
+            return self._mixed(features)
         if self.family_ is self.base_family_ or self._adapts_itself:
             return self.family_.predict(features)
         measured = np.isin(self._devices(features.meta), list(self.shots_))
@@ -346,6 +385,41 @@ class Predictor:
                 adapted.to_numpy()
             )
         return value
+
+    def _mixed(self, features: Features) -> pd.DataFrame:
+        """The unadapted family's estimates, the fingerprinted devices' rows replaced by their mix."""
+        value = self.base_family_.predict(features)
+        devices = self._devices(features.meta)
+        for device in set(devices) & set(self.mixes_):
+            rows = np.flatnonzero(devices == device)
+            taken = features.take(rows)
+            for name, mix in self.mixes_[device].items():
+                target = self.task.targets[name]
+                value.iloc[rows, value.columns.get_loc(name)] = target.kind.from_scale(
+                    mix(self.fingerprint_basis(taken, name))
+                )
+        return value
+
+    def _fingerprint_bounds(
+        self, features: Features, name: str, estimate: np.ndarray, coverage: float, bounds: tuple
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``bounds`` with the fingerprinted devices' rows replaced by their own intervals: the simulated
+        score quantile of their stratum and shot count times their shots' spread."""
+        low, high = bounds
+        if not self.mixes_ or self.references_ is None:
+            return low, high
+        target, devices = self.task.targets[name], self._devices(features.meta)
+        context = features.X[self.references_.columns].to_numpy(dtype=float)
+        for device in set(devices) & set(self.mixes_):
+            mix = self.mixes_[device].get(name)
+            rows = devices == device
+            if mix is None:
+                continue
+            stratum = "no-spec" if np.isnan(context[rows]).all() else "spec"
+            q = self.references_.quantile(name, target, stratum, mix.shots, coverage)
+            if np.isfinite(q):
+                low[rows], high[rows] = target.interval(estimate[rows], q * mix.spread)
+        return low, high
 
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:
         value, low, high = self._calibrated(features, coverage)
@@ -377,6 +451,7 @@ class Predictor:
             estimate = self.calibration_.recalibrated(name, estimate, sides, row_strata)
             bounds = self.calibration_.interval(name, estimate, sides, row_strata, coverage)
             bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
+            bounds = self._fingerprint_bounds(features, name, estimate, coverage, bounds)
             floor = features.reference[name].to_numpy(dtype=float) if target.at_least_reference else None
             value[name], low[name], high[name] = (target.clip(v, floor) for v in (estimate, *bounds))
         return value, low, high
@@ -388,7 +463,9 @@ class Predictor:
         (device, kernel) for subjects measured since, plus ``unmeasured:TARGET`` for targets never
         measured on a device seen in training."""
         reasons = self.envelope_.reasons(features.X, features.meta)
-        measured = list(self.shots_) + list(self.residual_.processes if self.residual_ else [])
+        measured = (
+            list(self.shots_) + list(self.mixes_) + list(self.residual_.processes if self.residual_ else [])
+        )
         for i in np.flatnonzero(np.isin(subjects, measured)).tolist():  # measured by the user
             reasons[i] = [r for r in reasons[i] if r != f"unseen:{self.task.subject}={subjects[i]}"]
         column = self.task.device_column

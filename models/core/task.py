@@ -64,9 +64,11 @@ class Task:
     #: the meta column whose values measurements adapt (``device_column`` where not given: a device's
     #: shots; the FPGA task's kernel: its synthesized designs)
     adapt_column: str | None = None
-    #: how measurements adapt: ``refit`` the family with them (or its own ``adapt``), or ``residual``: a
-    #: Gaussian process over the subject's residuals corrects its answers (``models/core/residual.py``)
-    adaptation: Literal["refit", "residual"] = "refit"
+    #: how measurements adapt: ``refit`` the family with them (or its own ``adapt``); ``residual``: a
+    #: Gaussian process over the subject's residuals corrects its answers (``models/core/residual.py``);
+    #: ``fingerprint``: a device's shots read as a mix of the training devices' estimates
+    #: (``models/core/fingerprint.py``)
+    adaptation: Literal["refit", "residual", "fingerprint"] = "refit"
     measured_devices: bool = False
     #: sources sampled down to this many rows when training the service's default model
     max_rows_per_source: int = 20_000

@@ -12,7 +12,7 @@ from preflight.features import curve as curve_features
 from preflight.models.core.actions import Action
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task, register
-from preflight.models.tools import early_stop
+from preflight.models.tools import early_stop, reference_archs
 
 _SPLITS: dict[str, tuple[str, ...]] = {"arch": ("arch_group",), "dataset": ("dataset",), "space": ("space",)}
 #: A NAS-Bench-201 cell in its arch_str notation.
@@ -97,6 +97,19 @@ NAS_LATENCY = register(
         machine_column="hardware",  # calibration holds a machine out with all its batch sizes and runtimes
         seen_columns=("dataset",),
         measured_devices=True,  # HELP's FPGA and Eyeriss have no spec sheet: learned from their latencies
+        adaptation="fingerprint",  # ten measured architectures describe a device (HELP)
+        actions=(
+            Action(
+                "reference-archs",
+                "/v1/nas-latency/reference-archs",
+                reference_archs.ReferenceArchsRequest,
+                reference_archs.ReferenceArchsResponse,
+                reference_archs.reference_archs,
+                examples={
+                    "nb201": {"summary": "ten NAS-Bench-201 cells", "value": {"space": "nb201", "k": 10}}
+                },
+            ),
+        ),
         select=measured_latency,
         max_rows_per_source=10_000,
         cost=arch_cost,

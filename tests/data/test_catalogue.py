@@ -32,6 +32,9 @@ def test_catalogue_is_broad(catalogue):
         ("A100", "a100-sxm4-40gb"),
         ("IA_KNL7250", "phi-7250"),
         ("iPhone_7", "a10"),
+        ("raspi4", "raspberry-pi-4"),  # HELP's meta-test names
+        ("pixel2", "snapdragon-835"),
+        ("gold_6226", "gold-6226"),
     ],
 )
 def test_names_resolve(catalogue, name, expected):

@@ -221,3 +221,19 @@ def test_accuracy_measurements_are_refused_with_a_reason(client):
         "/v1/devices", json={"device": "pixel3", "task": "nas-accuracy", "measurements": shots}
     )
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "task"]
+
+
+def test_the_architectures_to_measure_on_a_new_device(client):
+    """K distinct training cells of the space, the most informative first; a space without training
+    architectures is a 422 naming the field."""
+    response = client.post("/v1/nas-latency/reference-archs", json={"space": "nb201", "k": 5})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["space"] == "nb201" and len(body["archs"]) == len(set(body["archs"])) == 5
+    assert (
+        all(arch.startswith("|") for arch in body["archs"])
+        and body["model"]["name"] == "preflight.nas-latency"
+    )
+    wrong = client.post("/v1/nas-latency/reference-archs", json={"space": "darts", "k": 5})
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"][-1] == "space"
+    assert "nb201" in wrong.json()["detail"][0]["msg"]

@@ -1,0 +1,224 @@
+"""Adaptation by a device fingerprint (HELP's insight: a device's measured latencies on a few
+architectures describe it better than any spec sheet can).
+
+Every device setting of training is a *reference*: the model can estimate any architecture's latency
+on it (its context columns in place of the row's). A measured device's few shots fix how its latency
+reads as a mix of the references' estimates and its own zero-shot estimate: on the target's scale, a
+non-negative combination of the basis (centred on the shots) plus the shots' mean, shrunk towards no
+weight by a ridge (``RIDGE``), so a phone mixes phones and an FPGA whatever ranks like it. The mix
+answers for that device only.
+
+Intervals come from the same adaptation simulated on every reference held out in turn (its own
+machine's settings dropped from the basis, its zero-shot estimate out of fold), scored in units of the
+shots' own leave-one-out spread, per number of shots and per stratum: with a spec sheet, and with the
+spec sheet hidden (a device the catalogue does not know).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from preflight.features import Features
+from preflight.models.core.conformal import Conformal
+from preflight.models.core.targets import Target
+from scipy.optimize import nnls
+
+#: Ridge on the mix's weights, relative to the shots' scale (no weight when the shots say nothing).
+RIDGE = 0.3
+#: Shot counts the adaptation is simulated at; a device with K shots reads the largest at most K.
+SHOTS = (3, 5, 10, 20, 50)
+#: Draws of K shots per reference in the simulation, and rows scored per draw.
+DRAWS, SCORED_PER_DRAW = 4, 200
+#: Floor of a spread (1% on a log scale), so that near-identical shots do not give a zero-width interval.
+MIN_SPREAD = 0.01
+#: Strata of the simulated scores: a device with a spec sheet, and one without.
+STRATA = ("spec", "no-spec")
+#: The column of the saved contexts naming each reference's machine.
+MACHINE = "machine:"
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One device's fingerprint for one target: weights over the basis columns, the basis' and the
+    shots' means (on the target's scale), the leave-one-out spread of the shots, and their number."""
+
+    weights: np.ndarray
+    centre: np.ndarray
+    level: float
+    spread: float
+    shots: int
+
+    @classmethod
+    def fit(cls, basis: np.ndarray, z: np.ndarray) -> Mix:
+        weights, centre, level = _solve(basis, z)
+        return cls(weights, centre, level, _loo_spread(basis, z), len(z))
+
+    def __call__(self, basis: np.ndarray) -> np.ndarray:
+        return (basis - self.centre) @ self.weights + self.level
+
+
+def _solve(basis: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Non-negative ridge weights of the centred basis for the centred shots."""
+    centre, level = basis.mean(axis=0), float(z.mean())
+    columns = basis.shape[1]
+    scale = max(float(np.std(z)), MIN_SPREAD)
+    design = np.vstack([(basis - centre) / scale, np.sqrt(RIDGE) * np.eye(columns)])
+    weights, _ = nnls(design, np.r_[(z - level) / scale, np.zeros(columns)])
+    return weights, centre, level
+
+
+def _loo_spread(basis: np.ndarray, z: np.ndarray) -> float:
+    """Mean absolute error of each shot under the mix fitted without it."""
+    if len(z) < 3:
+        return max(float(np.std(z)), MIN_SPREAD)
+    errors = []
+    for i in range(len(z)):
+        others = np.delete(np.arange(len(z)), i)
+        weights, centre, level = _solve(basis[others], z[others])
+        errors.append(abs(z[i] - ((basis[i] - centre) @ weights + level)))
+    return max(float(np.mean(errors)), MIN_SPREAD)
+
+
+@dataclass
+class References:
+    """The reference device settings (their context columns) and, per target, the simulated scores of
+    K-shot fingerprints by stratum and K."""
+
+    columns: list[str]
+    contexts: pd.DataFrame  # one row per reference setting, indexed by its device id
+    machines: pd.Series  # each reference's machine
+    scores: dict[str, dict[str, dict[int, np.ndarray]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, features: Features, device: str, machine: str | None) -> References:
+        """Every device setting of ``features`` with its context (``ctx_*`` columns but the dataset)."""
+        columns = [c for c in features.X.columns if c.startswith("ctx_") and c != "ctx_dataset"]
+        keyed = features.X[columns].assign(_device=features.meta[device].astype(str).to_numpy())
+        contexts = keyed[keyed["_device"] != ""].groupby("_device", sort=True)[columns].first()
+        machines = (
+            features.meta.assign(_device=features.meta[device].astype(str))
+            .groupby("_device")[machine or device]
+            .first()
+        )
+        return cls(columns, contexts, machines.reindex(contexts.index).astype(str))
+
+    def basis(self, family, features: Features, target: Target, name: str) -> np.ndarray:
+        """``[rows, references]``: the family's estimate of each row on each reference setting, on the
+        target's scale."""
+        columns = []
+        for _, context in self.contexts.iterrows():
+            X = features.X.copy()
+            X[self.columns] = context.to_numpy()
+            moved = Features(X=X, reference=features.reference, meta=features.meta, graphs=features.graphs)
+            columns.append(target.kind.to_scale(family.predict(moved)[name].to_numpy(dtype=float)))
+        return np.column_stack(columns) if columns else np.zeros((len(features.X), 0))
+
+    def simulate(
+        self,
+        family,
+        features: Features,
+        Y: pd.DataFrame,
+        unseen: pd.DataFrame,
+        devices: np.ndarray,
+        targets: dict[str, Target],
+        seed: int,
+    ) -> None:
+        """Scores ``|z - mix| / spread`` of K-shot fingerprints of each reference held out (its machine's
+        settings out of the basis; its own estimate the out-of-fold one, or with its spec sheet hidden
+        the family's without it), per target, stratum and K."""
+        rng = np.random.default_rng(seed)
+        hidden = features.X.copy()
+        hidden[self.columns] = np.nan
+        without_spec = Features(
+            X=hidden, reference=features.reference, meta=features.meta, graphs=features.graphs
+        )
+        for name in Y.columns:
+            target = targets[name]
+            present = target.present(Y[name]) & target.present(unseen[name])
+            if not present.any():
+                continue
+            basis = self.basis(family, features, target, name)
+            own = {
+                "spec": target.kind.to_scale(unseen[name].to_numpy(dtype=float)),
+                "no-spec": target.kind.to_scale(family.predict(without_spec)[name].to_numpy(dtype=float)),
+            }
+            z = target.kind.to_scale(Y[name].to_numpy(dtype=float))
+            per_stratum: dict[str, dict[int, list[np.ndarray]]] = {s: {k: [] for k in SHOTS} for s in STRATA}
+            for position, reference in enumerate(self.contexts.index):
+                rows = np.flatnonzero((devices == reference) & present)
+                others = np.flatnonzero((self.machines != self.machines.iloc[position]).to_numpy())
+                for stratum in STRATA:
+                    own_estimate = own[stratum][rows]
+                    if not np.isfinite(own_estimate).all():
+                        continue
+                    matrix = np.column_stack([basis[rows][:, others], own_estimate])
+                    for k in SHOTS:
+                        for _ in range(DRAWS if len(rows) > k + 1 else 0):
+                            shots = rng.choice(len(rows), k, replace=False)
+                            rest = np.setdiff1d(np.arange(len(rows)), shots)
+                            rest = rng.choice(rest, min(len(rest), SCORED_PER_DRAW), replace=False)
+                            mix = Mix.fit(matrix[shots], z[rows][shots])
+                            per_stratum[stratum][k].append(
+                                np.abs(z[rows][rest] - mix(matrix[rest])) / mix.spread
+                            )
+            self.scores[name] = {
+                s: {k: np.concatenate(v) for k, v in by_k.items() if v} for s, by_k in per_stratum.items()
+            }
+
+    def quantile(self, name: str, target: Target, stratum: str, shots: int, coverage: float) -> float:
+        """The score quantile for a device with ``shots`` measurements (the largest simulated K at most
+        that many), NaN where none was simulated."""
+        by_k = self.scores.get(name, {}).get(stratum, {})
+        ks = [k for k in by_k if k <= shots]
+        if not ks:
+            return float("nan")
+        return Conformal.from_scores(target, by_k[max(ks)]).quantile(coverage)
+
+
+def most_informative(basis: np.ndarray, k: int) -> list[int]:
+    """``k`` rows of ``basis`` (candidates by reference estimates) that together pin a mix down best:
+    greedily the row of largest leverage under those chosen so far (D-optimal design, columns centred
+    and scaled, a unit ridge), so the set spreads over every direction the references differ in."""
+    scaled = (basis - basis.mean(axis=0)) / np.maximum(basis.std(axis=0), MIN_SPREAD)
+    information = np.eye(scaled.shape[1])
+    chosen: list[int] = []
+    for _ in range(min(k, len(scaled))):
+        leverage = np.einsum("ij,jk,ik->i", scaled, np.linalg.inv(information), scaled)
+        leverage[chosen] = -np.inf
+        best = int(np.argmax(leverage))
+        chosen.append(best)
+        information += np.outer(scaled[best], scaled[best])
+    return chosen
+
+
+#: Files of a predictor's references (``models/core/artifacts.py``).
+CONTEXTS, SCORES = "fingerprint_contexts.parquet", "fingerprint_scores.npz"
+
+
+def save(references: References, directory: Path) -> None:
+    """The references' contexts (with their machines) and simulated scores, beside the predictor."""
+    references.contexts.assign(**{MACHINE: references.machines}).to_parquet(directory / CONTEXTS)
+    scores = {
+        f"{name}|{stratum}|{k}": values
+        for name, by_stratum in references.scores.items()
+        for stratum, by_k in by_stratum.items()
+        for k, values in by_k.items()
+    }
+    np.savez_compressed(directory / SCORES, **scores)
+
+
+def load(directory: Path) -> References | None:
+    """A predictor's saved references; None for a predictor that adapts otherwise."""
+    if not (directory / CONTEXTS).exists():
+        return None
+    contexts = pd.read_parquet(directory / CONTEXTS)
+    machines = contexts.pop(MACHINE).astype(str)
+    references = References(list(contexts.columns), contexts, machines)
+    with np.load(directory / SCORES) as stored:
+        for key in stored.files:
+            name, stratum, k = key.split("|")
+            references.scores.setdefault(name, {}).setdefault(stratum, {})[int(k)] = stored[key]
+    return references

@@ -1,0 +1,77 @@
+"""Adaptation by a device fingerprint: a device's few measured architectures read as a mix of the
+training devices' estimates, answering for that device only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from preflight.data import sources
+from preflight.data.catalogue import Catalogue
+from preflight.models.core.datasets import register_measured_devices
+from preflight.models.core.evaluate import target_metrics, train_test
+from preflight.models.core.fingerprint import Mix
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import get_task
+
+from tests.nas import write_help_csv
+
+TASK = get_task("nas-latency")
+
+
+def test_a_mix_recovers_a_device_made_of_others():
+    """Shots of a device that runs like 0.7 of one reference and 0.3 of another (plus a constant) give
+    those weights back, and its unmeasured rows follow."""
+    rng = np.random.default_rng(0)
+    basis = rng.normal(0, 1, (200, 5))
+    z = 0.7 * basis[:, 1] + 0.3 * basis[:, 3] + 2.0
+    mix = Mix.fit(basis[:12], z[:12])
+    assert (mix.weights >= 0).all()
+    assert np.argsort(mix.weights)[-2:].tolist() == [3, 1]
+    assert np.abs(mix(basis[12:]) - z[12:]).max() < 0.15
+    assert mix.shots == 12 and mix.spread > 0
+
+
+@pytest.fixture(scope="module")
+def help_rows(tmp_path_factory) -> pd.DataFrame:
+    path = write_help_csv(tmp_path_factory.mktemp("help") / "help.csv", n=150)
+    return TASK.rows(sources.load("help-nb201", path).rows)
+
+
+def _metrics(rows: pd.DataFrame, unlisted: pd.DataFrame, shots: int) -> dict:
+    outcome = train_test(TASK, rows, unlisted, Catalogue.load(), "tree", "device", 0, shots)
+    return target_metrics(TASK, outcome, outcome.model)["latency_ms"]
+
+
+def test_ten_shots_describe_a_device_without_a_spec_sheet(help_rows):
+    """A phone no catalogue knows (the Pixel 3's latencies under another name): ten measured
+    architectures rank the rest of the space better than none, and put it at its own speed."""
+    phone = help_rows["device"] == "pixel3"
+    unlisted = help_rows[phone].assign(device="lab-phone")
+    zero, ten = _metrics(help_rows[~phone], unlisted, 0), _metrics(help_rows[~phone], unlisted, 10)
+    assert ten["spearman"] > max(zero["spearman"], 0.97)
+    assert ten["median_ape"] < zero["median_ape"] / 2
+    assert ten["coverage"] > 0.7
+
+
+def test_a_fingerprint_changes_no_other_devices_answers(help_rows):
+    """Answers for every device but the measured one stay bit for bit; the measured device's change and
+    carry the adaptation's label."""
+    catalogue = Catalogue.load()
+    phone = help_rows["device"] == "pixel3"
+    train = help_rows[~phone]
+    unlisted = help_rows[phone].assign(device="lab-phone").reset_index(drop=True)
+    register_measured_devices(TASK, unlisted, catalogue, persist=False)
+    features, Y = TASK.featurize(train, catalogue), TASK.target_frame(train)
+    predictor = Predictor(TASK, "tree").fit(features, Y, TASK.group_values(features.meta, "arch"))
+    shots = unlisted.iloc[:10]
+    adapted = predictor.adapted(TASK.featurize(shots, catalogue), TASK.target_frame(shots))
+    others, phone_rows = TASK.featurize(train.iloc[:60], catalogue), TASK.featurize(unlisted, catalogue)
+    before, after = predictor.predict(others), adapted.predict(others)
+    for frame in ("value", "low", "high"):
+        pd.testing.assert_frame_equal(getattr(before, frame), getattr(after, frame))
+    assert not np.allclose(
+        predictor.predict(phone_rows).value["latency_ms"], adapted.predict(phone_rows).value["latency_ms"]
+    )
+    assert predictor.adaptation is None and adapted.adaptation.startswith("shots:10:")
+    assert not any("unseen:device_id" in " ".join(r) for r in adapted.predict(phone_rows).reasons)
