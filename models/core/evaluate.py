@@ -14,6 +14,7 @@ from preflight.data.errors import DataError, UsageError
 from preflight.features import Features
 from preflight.models.core import metrics
 from preflight.models.core.datasets import register_measured_devices
+from preflight.models.core.fingerprint import most_informative
 from preflight.models.core.parallel import fan_out
 from preflight.models.core.predictor import LEAVE_ONE_OUT_MAX_GROUPS, Estimates, Predictor
 from preflight.models.core.targets import Target
@@ -151,9 +152,11 @@ def train_test(
     shots: int = 0,
     coverage: float = 0.9,
     params: dict | None = None,
+    informative: bool = False,
 ) -> Outcome:
     """Fit on one file, test on another; with ``shots``, K rows per test subject (a device, an FPGA
-    kernel) are given as measurements."""
+    kernel) are given as measurements: drawn at random, or with ``informative`` the K that the
+    model recommends measuring (a task adapting by fingerprint: ``fingerprint.most_informative``)."""
     train_rows, test_rows = task.rows(train_rows), task.rows(test_rows)
     for rows in (train_rows, test_rows):
         register_measured_devices(task, rows, catalogue, persist=False)
@@ -164,11 +167,18 @@ def train_test(
             f"--shots adapts to measurements of a device or a kernel; task {task.name!r} adapts to neither"
         )
     devices = test_f.meta[task.subject] if task.subject else task.group_values(test_f.meta, group)
-    shot_rows = _shot_rows(devices, shots, seed)
+    predictors = [
+        _fit(task, name, train_f, train_y, group, seed, params)
+        for name in progress.track((family, task.baseline), f"{task.name}: model and baseline")
+    ]
+    shot_rows = (
+        _informative_rows(predictors[0], test_f, devices, shots)
+        if informative
+        else _shot_rows(devices, shots, seed)
+    )
     keep = np.setdiff1d(np.arange(len(test_rows)), shot_rows)
     estimates: list[Estimates] = []
-    for name in progress.track((family, task.baseline), f"{task.name}: model and baseline"):
-        predictor = _fit(task, name, train_f, train_y, group, seed, params)
+    for predictor in predictors:
         if shots:
             predictor = predictor.adapted(
                 test_f.take(shot_rows), test_y.iloc[shot_rows].reset_index(drop=True)
@@ -184,6 +194,16 @@ def train_test(
         len(train_rows),
         test_f.meta.iloc[keep].reset_index(drop=True),
     )
+
+
+def _informative_rows(predictor: Predictor, features: Features, devices: pd.Series, shots: int) -> np.ndarray:
+    """Per test device, the ``shots`` rows whose measurement pins its fingerprint down best."""
+    basis = predictor.fingerprint_basis(features, predictor.task.primary_target)
+    chosen = [
+        rows[most_informative(basis[rows], min(shots, len(rows) - 1))]
+        for rows in devices.groupby(devices).indices.values()
+    ]
+    return np.sort(np.concatenate(chosen)).astype(int)
 
 
 def _shot_rows(devices: pd.Series, shots: int, seed: int) -> np.ndarray:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from preflight.features import Features
 from preflight.models.core.conformal import Conformal
 from preflight.models.core.targets import Target
+from preflight.models.families import Family
 from scipy.optimize import nnls
 
 #: Ridge on the mix's weights, relative to the shots' scale (no weight when the shots say nothing).
@@ -105,7 +107,7 @@ class References:
         )
         return cls(columns, contexts, machines.reindex(contexts.index).astype(str))
 
-    def basis(self, family, features: Features, target: Target, name: str) -> np.ndarray:
+    def basis(self, family: Family, features: Features, target: Target, name: str) -> np.ndarray:
         """``[rows, references]``: the family's estimate of each row on each reference setting, on the
         target's scale."""
         columns = []
@@ -118,7 +120,7 @@ class References:
 
     def simulate(
         self,
-        family,
+        family: Family,
         features: Features,
         Y: pd.DataFrame,
         unseen: pd.DataFrame,
@@ -201,7 +203,7 @@ CONTEXTS, SCORES = "fingerprint_contexts.parquet", "fingerprint_scores.npz"
 def save(references: References, directory: Path) -> None:
     """The references' contexts (with their machines) and simulated scores, beside the predictor."""
     references.contexts.assign(**{MACHINE: references.machines}).to_parquet(directory / CONTEXTS)
-    scores = {
+    scores: dict[str, Any] = {
         f"{name}|{stratum}|{k}": values
         for name, by_stratum in references.scores.items()
         for stratum, by_k in by_stratum.items()

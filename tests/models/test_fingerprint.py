@@ -10,7 +10,7 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.models.core.datasets import register_measured_devices
 from preflight.models.core.evaluate import target_metrics, train_test
-from preflight.models.core.fingerprint import Mix
+from preflight.models.core.fingerprint import Mix, most_informative
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
 
@@ -32,14 +32,27 @@ def test_a_mix_recovers_a_device_made_of_others():
     assert mix.shots == 12 and mix.spread > 0
 
 
+def test_the_recommended_shots_spread_over_what_tells_devices_apart():
+    """Three clusters of candidates, each pulling the references apart another way: the three most
+    informative rows come one from each, never the same row twice."""
+    rng = np.random.default_rng(1)
+    centres = np.array([[3.0, 0, 0], [0, 3.0, 0], [0, 0, 3.0]])
+    basis = np.vstack([c + rng.normal(0, 0.1, (50, 3)) for c in centres])
+    chosen = most_informative(basis, 3)
+    assert len(set(chosen)) == 3 and sorted(i // 50 for i in chosen) == [0, 1, 2]
+    assert len(set(most_informative(basis, 20))) == 20
+
+
 @pytest.fixture(scope="module")
 def help_rows(tmp_path_factory) -> pd.DataFrame:
     path = write_help_csv(tmp_path_factory.mktemp("help") / "help.csv", n=150)
     return TASK.rows(sources.load("help-nb201", path).rows)
 
 
-def _metrics(rows: pd.DataFrame, unlisted: pd.DataFrame, shots: int) -> dict:
-    outcome = train_test(TASK, rows, unlisted, Catalogue.load(), "tree", "device", 0, shots)
+def _metrics(rows: pd.DataFrame, unlisted: pd.DataFrame, shots: int, informative: bool = False) -> dict:
+    outcome = train_test(
+        TASK, rows, unlisted, Catalogue.load(), "tree", "device", 0, shots, informative=informative
+    )
     return target_metrics(TASK, outcome, outcome.model)["latency_ms"]
 
 
@@ -52,6 +65,8 @@ def test_ten_shots_describe_a_device_without_a_spec_sheet(help_rows):
     assert ten["spearman"] > max(zero["spearman"], 0.97)
     assert ten["median_ape"] < zero["median_ape"] / 2
     assert ten["coverage"] > 0.7
+    recommended = _metrics(help_rows[~phone], unlisted, 10, informative=True)
+    assert recommended["spearman"] > 0.97 and recommended["median_ape"] < zero["median_ape"] / 2
 
 
 def test_a_fingerprint_changes_no_other_devices_answers(help_rows):
