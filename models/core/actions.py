@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from preflight.data.settings import Settings
     from preflight.models.core.predictor import Predictor
     from preflight.models.core.task import Task
-    from preflight.models.registry.devices import DeviceRegistry
+    from preflight.models.registry.devices import Champion, DeviceRegistry
     from preflight.models.registry.tracking import ModelInfo
 
 
@@ -52,17 +52,33 @@ class Estimate(BaseModel):
 
 @dataclass(frozen=True)
 class Served:
-    """What an action reads: its task, the task's model as served (``predictor``: adapted to the
-    measurements the home holds; ``base``: before them), the version's label, and the home's catalogue,
-    settings and registry of devices and measurements."""
+    """What an action reads: its task, the task's champion as served (``predictor``: adapted to the
+    measurements the home holds; ``base``: before them; ``info``: the version's label), and the home's
+    registry of devices and measurements (with its catalogue and settings)."""
 
     task: Task
-    predictor: Predictor
-    base: Predictor
-    info: ModelInfo
-    catalogue: Catalogue
-    settings: Settings
+    champion: Champion
     registry: DeviceRegistry
+
+    @property
+    def predictor(self) -> Predictor:
+        return self.champion.predictor
+
+    @property
+    def base(self) -> Predictor:
+        return self.champion.base
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.champion.info
+
+    @property
+    def catalogue(self) -> Catalogue:
+        return self.registry.catalogue
+
+    @property
+    def settings(self) -> Settings:
+        return self.registry.settings
 
     def model(self, predictor: Predictor | None = None) -> ModelInfoPublic:
         """The answer's model label; with ``predictor`` (adapted further for this answer only), naming

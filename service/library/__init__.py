@@ -412,11 +412,7 @@ def ask(action: str, request: Mapping[str, Any], *, home: str | Path | None = No
     task, spec = get_action(action)
     body = spec.request.model_validate(request, context=config.validation_context())
     registry = _registry(config)
-    champion = registry.adapted(task, _champion(config, task.name))
-    served = Served(
-        task, champion.predictor, champion.base, champion.info, registry.catalogue, config, registry
-    )
-    return spec.answer(served, body)
+    return spec.answer(Served(task, registry.adapted(task, _champion(config, task.name)), registry), body)
 
 
 def whatif(

@@ -30,12 +30,7 @@ def router() -> APIRouter:
 
 def _endpoint(task: Task, action: Action):
     def answer(body, models: ModelsDep, response: Response):  # typed by the signature set below
-        champion = served(models, task.name, response)
-        context = Served(
-            task, champion.predictor, champion.base, champion.info, models.catalogue, models.settings,
-            models.devices,
-        )  # fmt: skip
-        result = action.answer(context, body)
+        result = action.answer(Served(task, served(models, task.name, response), models.devices), body)
         if result.model.adaptation:  # type: ignore[attr-defined]
             response.headers["X-Preflight-Adaptation"] = result.model.adaptation  # type: ignore[attr-defined]
         return result
