@@ -10,8 +10,9 @@ answers for that device only.
 
 Intervals come from the same adaptation simulated on every reference held out in turn (its own
 machine's settings dropped from the basis, its zero-shot estimate out of fold), scored in units of the
-shots' own leave-one-out spread, per number of shots and per stratum: with a spec sheet, and with the
-spec sheet hidden (a device the catalogue does not know).
+shots' own leave-one-out spread (shrunk toward the simulation's typical one: a few shots that happen
+to agree must not give a razor-thin interval), per number of shots and per stratum: with a spec
+sheet, and with the spec sheet hidden (a device the catalogue does not know).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ SHOTS = (3, 5, 10, 20, 50)
 DRAWS, SCORED_PER_DRAW = 4, 200
 #: Floor of a spread (1% on a log scale), so that near-identical shots do not give a zero-width interval.
 MIN_SPREAD = 0.01
+#: A device's spread is shrunk toward the typical one of the simulation as if that came from this many
+#: shots: five shots that happen to fit well must not give a razor-thin interval.
+PRIOR_SHOTS = 5
 #: Strata of the simulated scores: a device with a spec sheet, and one without.
 STRATA = ("spec", "no-spec")
 #: The column of the saved contexts naming each reference's machine.
@@ -92,7 +96,9 @@ class References:
     columns: list[str]
     contexts: pd.DataFrame  # one row per reference setting, indexed by its device id
     machines: pd.Series  # each reference's machine
+    #: target -> stratum -> K -> scores, and the simulation's median spread (``typical``)
     scores: dict[str, dict[str, dict[int, np.ndarray]]] = field(default_factory=dict)
+    typical: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, features: Features, device: str, machine: str | None) -> References:
@@ -130,7 +136,8 @@ class References:
     ) -> None:
         """Scores ``|z - mix| / spread`` of K-shot fingerprints of each reference held out (its machine's
         settings out of the basis; its own estimate the out-of-fold one, or with its spec sheet hidden
-        the family's without it), per target, stratum and K."""
+        the family's without it), per target, stratum and K; the spread shrunk toward the median one
+        (``shrunk``)."""
         rng = np.random.default_rng(seed)
         hidden = features.X.copy()
         hidden[self.columns] = np.nan
@@ -148,7 +155,9 @@ class References:
                 "no-spec": target.kind.to_scale(family.predict(without_spec)[name].to_numpy(dtype=float)),
             }
             z = target.kind.to_scale(Y[name].to_numpy(dtype=float))
-            per_stratum: dict[str, dict[int, list[np.ndarray]]] = {s: {k: [] for k in SHOTS} for s in STRATA}
+            drawn: dict[str, dict[int, list[tuple[np.ndarray, float]]]] = {
+                s: {k: [] for k in SHOTS} for s in STRATA
+            }
             for position, reference in enumerate(self.contexts.index):
                 rows = np.flatnonzero((devices == reference) & present)
                 others = np.flatnonzero((self.machines != self.machines.iloc[position]).to_numpy())
@@ -163,21 +172,37 @@ class References:
                             rest = np.setdiff1d(np.arange(len(rows)), shots)
                             rest = rng.choice(rest, min(len(rest), SCORED_PER_DRAW), replace=False)
                             mix = Mix.fit(matrix[shots], z[rows][shots])
-                            per_stratum[stratum][k].append(
-                                np.abs(z[rows][rest] - mix(matrix[rest])) / mix.spread
-                            )
-            self.scores[name] = {
-                s: {k: np.concatenate(v) for k, v in by_k.items() if v} for s, by_k in per_stratum.items()
-            }
+                            drawn[stratum][k].append((np.abs(z[rows][rest] - mix(matrix[rest])), mix.spread))
+            self._score(name, drawn)
 
-    def quantile(self, name: str, target: Target, stratum: str, shots: int, coverage: float) -> float:
-        """The score quantile for a device with ``shots`` measurements (the largest simulated K at most
-        that many), NaN where none was simulated."""
+    def _score(self, name: str, drawn: dict[str, dict[int, list[tuple[np.ndarray, float]]]]) -> None:
+        """Each draw's errors in units of its shrunk spread, per stratum and K."""
+        self.scores[name], self.typical[name] = {}, {}
+        for stratum, by_k in drawn.items():
+            self.scores[name][stratum], self.typical[name][stratum] = {}, {}
+            for k, draws in ((k, d) for k, d in by_k.items() if d):
+                typical = float(np.median([spread for _, spread in draws]))
+                self.typical[name][stratum][k] = typical
+                self.scores[name][stratum][k] = np.concatenate(
+                    [errors / shrunk(spread, typical, k) for errors, spread in draws]
+                )
+
+    def half_width(self, name: str, target: Target, stratum: str, mix: Mix, coverage: float) -> float:
+        """The interval's half-width on the target's scale for a device's fingerprint: the score quantile
+        of the largest simulated K at most its shots, times its shrunk spread; NaN where none was
+        simulated."""
         by_k = self.scores.get(name, {}).get(stratum, {})
-        ks = [k for k in by_k if k <= shots]
+        ks = [k for k in by_k if k <= mix.shots]
         if not ks:
             return float("nan")
-        return Conformal.from_scores(target, by_k[max(ks)]).quantile(coverage)
+        k = max(ks)
+        quantile = Conformal.from_scores(target, by_k[k]).quantile(coverage)
+        return quantile * shrunk(mix.spread, self.typical[name][stratum][k], mix.shots)
+
+
+def shrunk(spread: float, typical: float, shots: int) -> float:
+    """A device's spread from ``shots`` shots, shrunk toward the typical one (``PRIOR_SHOTS``)."""
+    return (shots * spread + PRIOR_SHOTS * typical) / (shots + PRIOR_SHOTS)
 
 
 def most_informative(basis: np.ndarray, k: int) -> list[int]:
@@ -209,6 +234,12 @@ def save(references: References, directory: Path) -> None:
         for stratum, by_k in by_stratum.items()
         for k, values in by_k.items()
     }
+    scores |= {
+        f"{name}|{stratum}|{k}|typical": np.array([typical])
+        for name, by_stratum in references.typical.items()
+        for stratum, by_k in by_stratum.items()
+        for k, typical in by_k.items()
+    }
     np.savez_compressed(directory / SCORES, **scores)
 
 
@@ -221,6 +252,11 @@ def load(directory: Path) -> References | None:
     references = References(list(contexts.columns), contexts, machines)
     with np.load(directory / SCORES) as stored:
         for key in stored.files:
-            name, stratum, k = key.split("|")
-            references.scores.setdefault(name, {}).setdefault(stratum, {})[int(k)] = stored[key]
+            name, stratum, k, *typical = key.split("|")
+            if typical:
+                references.typical.setdefault(name, {}).setdefault(stratum, {})[int(k)] = float(
+                    stored[key][0]
+                )
+            else:
+                references.scores.setdefault(name, {}).setdefault(stratum, {})[int(k)] = stored[key]
     return references

@@ -404,7 +404,7 @@ class Predictor:
         self, features: Features, name: str, estimate: np.ndarray, coverage: float, bounds: tuple
     ) -> tuple[np.ndarray, np.ndarray]:
         """``bounds`` with the fingerprinted devices' rows replaced by their own intervals: the simulated
-        score quantile of their stratum and shot count times their shots' spread."""
+        score quantile of their stratum and shot count times their shots' (shrunk) spread."""
         low, high = bounds
         if not self.mixes_ or self.references_ is None:
             return low, high
@@ -416,9 +416,9 @@ class Predictor:
             if mix is None:
                 continue
             stratum = "no-spec" if np.isnan(context[rows]).all() else "spec"
-            q = self.references_.quantile(name, target, stratum, mix.shots, coverage)
-            if np.isfinite(q):
-                low[rows], high[rows] = target.interval(estimate[rows], q * mix.spread)
+            half_width = self.references_.half_width(name, target, stratum, mix, coverage)
+            if np.isfinite(half_width):
+                low[rows], high[rows] = target.interval(estimate[rows], half_width)
         return low, high
 
     def predict(self, features: Features, coverage: float = 0.9) -> Estimates:

@@ -90,3 +90,24 @@ def test_a_fingerprint_changes_no_other_devices_answers(help_rows):
     )
     assert predictor.adaptation is None and adapted.adaptation.startswith("shots:10:")
     assert not any("unseen:device_id" in " ".join(r) for r in adapted.predict(phone_rows).reasons)
+
+
+def test_references_survive_a_save_and_a_load(help_rows, tmp_path):
+    """A loaded predictor's references give the same intervals as the fitted one's."""
+    from preflight.models.core import fingerprint
+
+    catalogue = Catalogue.load()
+    features, Y = TASK.featurize(help_rows, catalogue), TASK.target_frame(help_rows)
+    predictor = Predictor(TASK, "tree").fit(features, Y, TASK.group_values(features.meta, "arch"))
+    references = predictor.references_
+    assert references is not None and references.scores["latency_ms"]["spec"]
+    fingerprint.save(references, tmp_path)
+    loaded = fingerprint.load(tmp_path)
+    assert loaded is not None
+    pd.testing.assert_frame_equal(loaded.contexts, references.contexts)
+    mix = Mix(np.ones(1), np.zeros(1), 0.0, 0.1, 10)
+    for stratum in fingerprint.STRATA:
+        assert loaded.half_width("latency_ms", TASK.targets["latency_ms"], stratum, mix, 0.9) == (
+            references.half_width("latency_ms", TASK.targets["latency_ms"], stratum, mix, 0.9)
+        )
+    assert fingerprint.load(tmp_path / "nothing") is None
