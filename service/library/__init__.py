@@ -401,10 +401,10 @@ def predict(
 
 
 def ask(action: str, request: Mapping[str, Any], *, home: str | Path | None = None) -> BaseModel:
-    """One of the tasks' actions (``tasks()`` lists them: ``early-stop``, ``place``, ``explore``, ``reference-archs``)
-    answered by its task's champion adapted to the home's measurements, as ``POST`` at the action's
-    path answers: the request checked as that route checks it (pydantic's ``ValidationError`` names
-    the fields), the answer its response model."""
+    """One of the tasks' actions (``tasks()`` lists them: ``early-stop``, ``place``, ``explore``,
+    ``reference-archs``) answered by its task's champion adapted to the home's measurements, as
+    ``POST`` at the action's path answers: the request checked as that route checks it (pydantic's
+    ``ValidationError`` names the fields), the answer its response model."""
     from preflight.models.core.actions import Served
     from preflight.models.core.task import get_action
 
