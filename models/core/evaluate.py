@@ -198,7 +198,7 @@ def train_test(
 
 def _informative_rows(predictor: Predictor, features: Features, devices: pd.Series, shots: int) -> np.ndarray:
     """Per test device, the ``shots`` rows whose measurement pins its fingerprint down best."""
-    basis = predictor.fingerprint_basis(features, predictor.task.primary_target)
+    basis = predictor.fingerprint_bases(features)[predictor.task.primary_target]
     chosen = [
         rows[most_informative(basis[rows], min(shots, len(rows) - 1))]
         for rows in devices.groupby(devices).indices.values()

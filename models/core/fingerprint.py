@@ -113,16 +113,21 @@ class References:
         )
         return cls(columns, contexts, machines.reindex(contexts.index).astype(str))
 
-    def basis(self, family: Family, features: Features, target: Target, name: str) -> np.ndarray:
-        """``[rows, references]``: the family's estimate of each row on each reference setting, on the
-        target's scale."""
-        columns = []
+    def bases(self, family: Family, features: Features, targets: dict[str, Target]) -> dict[str, np.ndarray]:
+        """Per target, ``[rows, references]``: the family's estimate of each row on each reference
+        setting, on the target's scale (one prediction per reference for every target)."""
+        columns: dict[str, list[np.ndarray]] = {name: [] for name in targets}
         for _, context in self.contexts.iterrows():
             X = features.X.copy()
             X[self.columns] = context.to_numpy()
             moved = Features(X=X, reference=features.reference, meta=features.meta, graphs=features.graphs)
-            columns.append(target.kind.to_scale(family.predict(moved)[name].to_numpy(dtype=float)))
-        return np.column_stack(columns) if columns else np.zeros((len(features.X), 0))
+            estimate = family.predict(moved)
+            for name, target in targets.items():
+                columns[name].append(target.kind.to_scale(estimate[name].to_numpy(dtype=float)))
+        return {
+            name: np.column_stack(found) if found else np.zeros((len(features.X), 0))
+            for name, found in columns.items()
+        }
 
     def simulate(
         self,
@@ -144,15 +149,15 @@ class References:
         without_spec = Features(
             X=hidden, reference=features.reference, meta=features.meta, graphs=features.graphs
         )
-        for name in Y.columns:
-            target = targets[name]
-            present = target.present(Y[name]) & target.present(unseen[name])
-            if not present.any():
-                continue
-            basis = self.basis(family, features, target, name)
+        measured = {name: targets[name].present(Y[name]) & targets[name].present(unseen[name]) for name in Y}
+        measured = {name: present for name, present in measured.items() if present.any()}
+        bases = self.bases(family, features, {name: targets[name] for name in measured})
+        unspecified = family.predict(without_spec)
+        for name, basis in bases.items():
+            target, present = targets[name], measured[name]
             own = {
                 "spec": target.kind.to_scale(unseen[name].to_numpy(dtype=float)),
-                "no-spec": target.kind.to_scale(family.predict(without_spec)[name].to_numpy(dtype=float)),
+                "no-spec": target.kind.to_scale(unspecified[name].to_numpy(dtype=float)),
             }
             z = target.kind.to_scale(Y[name].to_numpy(dtype=float))
             drawn: dict[str, dict[int, list[tuple[np.ndarray, float]]]] = {

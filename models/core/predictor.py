@@ -330,28 +330,30 @@ class Predictor:
     def _fingerprints(self, features: Features, Y: pd.DataFrame) -> dict[str, dict[str, Mix]]:
         """Each measured device's fingerprint per target: its shots read as a mix of the references'
         estimates and its own."""
-        assert self.references_ is not None
         devices, out = self._devices(features.meta), {}
         for device in np.unique(devices):
             rows = np.flatnonzero(devices == device)
-            taken, per_target = features.take(rows), {}
-            for name in (t for t in Y.columns if t in self.targets):
+            bases, per_target = self.fingerprint_bases(features.take(rows)), {}
+            for name in (t for t in Y.columns if t in bases):
                 target = self.task.targets[name]
                 present = np.flatnonzero(target.present(Y[name].iloc[rows]))
                 if len(present) < 2:
                     continue
-                basis = self.fingerprint_basis(taken, name)[present]
                 z = target.kind.to_scale(Y[name].iloc[rows].to_numpy(dtype=float)[present])
-                per_target[name] = Mix.fit(basis, z)
+                per_target[name] = Mix.fit(bases[name][present], z)
             out[str(device)] = per_target
         return out
 
-    def fingerprint_basis(self, features: Features, name: str) -> np.ndarray:
-        """The references' estimates and the row's own (unadapted, on the target's scale)."""
+    def fingerprint_bases(self, features: Features, own: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+        """Per target, the references' estimates and the row's own (``own``: the unadapted family's
+        estimates when already at hand), on the target's scale."""
         assert self.references_ is not None
-        target = self.task.targets[name]
-        own = target.kind.to_scale(self.base_family_.predict(features)[name].to_numpy(dtype=float))
-        return np.column_stack([self.references_.basis(self.base_family_, features, target, name), own])
+        targets = {name: self.task.targets[name] for name in self.targets}
+        own = self.base_family_.predict(features) if own is None else own
+        return {
+            name: np.column_stack([basis, targets[name].kind.to_scale(own[name].to_numpy(dtype=float))])
+            for name, basis in self.references_.bases(self.base_family_, features, targets).items()
+        }
 
     @property
     def _adapts_itself(self) -> bool:
@@ -392,11 +394,10 @@ class Predictor:
         devices = self._devices(features.meta)
         for device in set(devices) & set(self.mixes_):
             rows = np.flatnonzero(devices == device)
-            taken = features.take(rows)
+            bases = self.fingerprint_bases(features.take(rows), own=value.iloc[rows])
             for name, mix in self.mixes_[device].items():
-                target = self.task.targets[name]
-                value.iloc[rows, value.columns.get_loc(name)] = target.kind.from_scale(
-                    mix(self.fingerprint_basis(taken, name))
+                value.iloc[rows, value.columns.get_loc(name)] = self.task.targets[name].kind.from_scale(
+                    mix(bases[name])
                 )
         return value
 
@@ -406,8 +407,9 @@ class Predictor:
         """``bounds`` with the fingerprinted devices' rows replaced by their own intervals: the simulated
         score quantile of their stratum and shot count times their shots' (shrunk) spread."""
         low, high = bounds
-        if not self.mixes_ or self.references_ is None:
+        if not self.mixes_:
             return low, high
+        assert self.references_ is not None
         target, devices = self.task.targets[name], self._devices(features.meta)
         context = features.X[self.references_.columns].to_numpy(dtype=float)
         for device in set(devices) & set(self.mixes_):

@@ -46,7 +46,7 @@ def reference_archs(served: Served, request: ReferenceArchsRequest) -> Reference
     if len(rows) > MAX_CANDIDATES:
         rows = np.sort(np.random.default_rng(predictor.seed).choice(rows, MAX_CANDIDATES, replace=False))
     candidates = features.take(rows)
-    basis = predictor.fingerprint_basis(candidates, predictor.task.primary_target)
+    basis = predictor.fingerprint_bases(candidates)[predictor.task.primary_target]
     chosen = most_informative(basis, request.k)
     return ReferenceArchsResponse(
         model=served.model(),
