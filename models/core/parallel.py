@@ -6,13 +6,19 @@ runs on the same arguments, so the answers are the same; only where they are com
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 from preflight.data.errors import UsageError
 from preflight.models.presentation import progress
 
 T = TypeVar("T")
+#: How many times a Ray task whose worker died is run again before the work fails.
+RETRIES = 3
+#: The size Ray Data's blocks of a scored file are cut to (bytes).
+BLOCK_BYTES = 4 * 2**20
 
 
 def cluster() -> str | None:
@@ -24,11 +30,56 @@ def fan_out(
     function: Callable[..., T], calls: Sequence[tuple], description: str, shared: dict[str, Any] | None = None
 ) -> list[T]:
     """``function(*call, **shared)`` for each call, in order. On a cluster each call is a Ray task of
-    one CPU, and ``shared`` (large arguments every call reads) goes to the cluster's object store once."""
+    one CPU, and ``shared`` (large arguments every call reads) goes to the cluster's object store once;
+    a call whose worker dies (a node lost, a process killed) runs again, up to ``RETRIES`` times."""
     shared = shared or {}
     address = cluster()
     if address is None:
         return [function(*call, **shared) for call in progress.track(calls, description)]
+    ray = _connected(address)
+    remote = ray.remote(num_cpus=1, max_retries=RETRIES)(function)
+    stored = {name: ray.put(value) for name, value in shared.items()}
+    with progress.step(f"{description} ({len(calls)} Ray tasks on {address})"):
+        return ray.get([remote.remote(*call, **stored) for call in calls])
+
+
+def map_file(
+    path: Path, batch_rows: int, make_transform: Callable[[], Callable[[Any], Any]], address: str
+) -> Iterator[Any]:
+    """The Parquet or CSV file's rows in Arrow tables of at most ``batch_rows`` rows, each through the
+    transform ``make_transform()`` builds once per Ray worker (one CPU each, as many as the cluster
+    holds), in the file's order: Ray Data streams the file, so memory follows the batches in flight."""
+    ray = _connected(address)
+    from ray import data
+
+    context = data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.target_max_block_size = BLOCK_BYTES  # blocks small enough to spread over every worker
+    read = data.read_parquet if path.suffix == ".parquet" else data.read_csv
+    workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    transformed = read(str(path), num_cpus=0).map_batches(  # reading is I/O: the CPUs are the workers'
+        _Transform,
+        fn_constructor_args=(make_transform,),
+        batch_size=batch_rows,
+        batch_format="pyarrow",
+        num_cpus=1,
+        concurrency=(1, workers),  # one to start: listing the file takes a CPU first
+    )  # a worker that dies is restarted and its batch retried (Ray Data's default for actors)
+    yield from transformed.iter_batches(batch_size=None, batch_format="pyarrow")
+
+
+class _Transform:
+    """A Ray Data worker's transform, built once when the worker starts."""
+
+    def __init__(self, make_transform: Callable[[], Callable[[Any], Any]]) -> None:
+        self.transform = make_transform()
+
+    def __call__(self, batch: Any) -> Any:
+        return self.transform(batch)
+
+
+def _connected(address: str) -> ModuleType:
+    """Ray, connected to the cluster at ``address``."""
     try:
         import ray
     except ImportError:
@@ -36,7 +87,4 @@ def fan_out(
             f"RAY_ADDRESS={address}, but Ray is not installed: pip install 'preflight[ray]'"
         ) from None
     ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(function)
-    stored = {name: ray.put(value) for name, value in shared.items()}
-    with progress.step(f"{description} ({len(calls)} Ray tasks on {address})"):
-        return ray.get([remote.remote(*call, **stored) for call in calls])
+    return ray

@@ -360,10 +360,13 @@ def score(
     batch_rows: Annotated[int, typer.Option(min=1, help="rows estimated at a time (memory follows it)")] = (
         preflight.SCORE_BATCH_ROWS
     ),
+    ray: RayAddress = None,
 ) -> None:
     """Estimates for every row of a file of items, of any size, streamed in batches to a Parquet file:
-    the input's columns, then per target value, _low, _high, ood and warnings. Prints what it wrote."""
+    the input's columns, then per target value, _low, _high, ood and warnings. Prints what it wrote.
+    With --ray, Ray Data workers score the batches (the input and PREFLIGHT_HOME seen by every node)."""
     _logging()
+    options.use_ray(ray)
     scored = preflight.score(task, input, output, version=version, coverage=coverage, batch_rows=batch_rows)
     rate = scored.rows / max(scored.seconds, 1e-9)
     typer.echo(

@@ -21,6 +21,7 @@ so importing any ``preflight.*`` module stays instant.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -524,35 +525,30 @@ def score(
     by batch, so that memory follows ``batch_rows``, not the file: the input's columns, then per
     target its value, ``_low`` and ``_high``, ``ood`` and the ``warnings`` codes. The output appears
     whole or not at all (written beside it, then renamed). A row that is not a valid item raises
-    ``DataError`` naming its row and field; nothing is written then."""
+    ``DataError`` naming its row and field; nothing is written then.
+
+    With ``RAY_ADDRESS`` the batches are scored by Ray Data workers (one CPU each, each loading the
+    version once from ``home``, which every node must see), the output still written here in the
+    input's order."""
     import time
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
-    from pydantic import ValidationError
+    from preflight.models.core import parallel
 
-    model = load(task, version, home)
-    fields = list(model.task.item.model_fields)
+    began, source = time.monotonic(), _readable(Path(input))
+    model, address = load(task, version, home), parallel.cluster()
+    if address is None:
+        tables = _scored_here(_Scorer(model, coverage, str(source)), _item_batches(source, batch_rows))
+    else:
+        located = (model.task.name, model.info.version, model.settings.home, coverage, str(source))
+        tables = parallel.map_file(source, batch_rows, functools.partial(_Scorer.loaded, *located), address)
     target, partial = Path(output), Path(output).with_name(Path(output).name + ".partial")
-    began, rows, writer, finished = time.monotonic(), 0, None, False
+    rows, writer, finished = 0, None, False
     try:
-        for batch in _item_batches(Path(input), batch_rows):
-            frame = batch.select([c for c in batch.column_names if c in fields]).to_pandas()
-            try:
-                found = model.predict(frame, coverage)
-            except ValidationError as exc:
-                row, *field = exc.errors()[0]["loc"]
-                raise DataError(
-                    f"{input}: row {rows + int(row)}: {'.'.join(map(str, field))}: {exc.errors()[0]['msg']} "
-                    f"({exc.error_count()} problems in rows {rows}-{rows + len(frame) - 1}); nothing written"
-                ) from None
-            table = pa.Table.from_batches([batch])
-            for name in found.columns.drop("warnings"):
-                table = table.append_column(name, pa.array(found[name].to_numpy()))
-            table = table.append_column("warnings", pa.array(found["warnings"], pa.list_(pa.string())))
+        for table in tables:
             writer = writer or pq.ParquetWriter(partial, table.schema)
             writer.write_table(table)
-            rows += len(frame)
+            rows += table.num_rows
         finished = True
     finally:
         if writer is not None:
@@ -565,20 +561,68 @@ def score(
     return Scored(target, rows, time.monotonic() - began, model.info)
 
 
+class _Scorer:
+    """One version's estimates appended to batches of items (Arrow record batches or tables)."""
+
+    def __init__(self, model: Model, coverage: float, source: str) -> None:
+        self.model, self.coverage, self.source = model, coverage, source
+        self.fields = list(model.task.item.model_fields)
+
+    @classmethod
+    def loaded(cls, task: str, version: str, home: Path, coverage: float, source: str) -> _Scorer:
+        """A scorer of the version, loaded here (a Ray worker loads it once)."""
+        return cls(load(task, version, home), coverage, source)
+
+    def __call__(self, batch: Any, first_row: int | None = None) -> Any:
+        """The batch as a table, with per target its value, ``_low``, ``_high``, then ``ood`` and
+        ``warnings``; an invalid row raises ``DataError`` naming it (by its place in the file where
+        ``first_row`` says where the batch starts)."""
+        import pyarrow as pa
+        from pydantic import ValidationError
+
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        frame = table.select([c for c in table.column_names if c in self.fields]).to_pandas()
+        try:
+            found = self.model.predict(frame, self.coverage)
+        except ValidationError as exc:
+            row, *field = exc.errors()[0]["loc"]
+            where = f"row {first_row + int(row)}" if first_row is not None else f"row {row} of a batch"
+            raise DataError(
+                f"{self.source}: {where}: {'.'.join(map(str, field))}: {exc.errors()[0]['msg']} "
+                f"({exc.error_count()} problems in its batch of {len(frame)} rows); nothing written"
+            ) from None
+        for name in found.columns.drop("warnings"):
+            table = table.append_column(name, pa.array(found[name].to_numpy()))
+        return table.append_column("warnings", pa.array(found["warnings"], pa.list_(pa.string())))
+
+
+def _scored_here(scorer: _Scorer, batches: Iterator[Any]) -> Iterator[Any]:
+    """The batches scored one after another in this process, each knowing where it starts."""
+    first_row = 0
+    for batch in batches:
+        yield scorer(batch, first_row)
+        first_row += batch.num_rows
+
+
+def _readable(path: Path) -> Path:
+    """A Parquet or CSV file of items."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    if path.suffix not in (".parquet", ".csv"):
+        raise UsageError(f"{path}: give a .parquet or .csv file of items")
+    return path
+
+
 def _item_batches(path: Path, rows: int) -> Iterator[Any]:
     """Record batches of at most ``rows`` rows of a Parquet or CSV file, read as they are needed."""
     import pyarrow.csv as csv
     import pyarrow.parquet as pq
 
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file")
     if path.suffix == ".parquet":
         yield from pq.ParquetFile(path).iter_batches(batch_size=rows)
-    elif path.suffix == ".csv":
+    else:
         for block in csv.open_csv(path, read_options=csv.ReadOptions(block_size=CSV_BLOCK_BYTES)):
             yield from (block.slice(start, rows) for start in range(0, block.num_rows, rows))
-    else:
-        raise UsageError(f"{path}: give a .parquet or .csv file of items")
 
 
 def ingest(source: str, path: str | Path, home: str | Path | None = None) -> dict[str, Any]:

@@ -1,15 +1,19 @@
-"""``RAY_ADDRESS``: a grouped cross-validation (of every task, on its sample data), and a predictor's
-calibration folds, fanned out over a Ray cluster of two nodes (a head and a second node, separate
-processes on this machine) give the serial run's answers to 1e-9: the same computations, whose float
-sums differ only in the last bits where a Ray task (one thread) and this process (every core) split
-them differently."""
+"""``RAY_ADDRESS``: a grouped cross-validation (of every task, on its sample data), a predictor's
+calibration folds and a file's batch scoring (Ray Data), fanned out over a Ray cluster of two nodes (a
+head and a second node, separate processes on this machine) give the serial run's answers to 1e-9: the
+same computations, whose float sums differ only in the last bits where a Ray task (one thread) and this
+process (every core) split them differently. A fold whose worker is killed runs again, unchanged."""
 
 import json
 import math
+import os
+import signal
 
+import numpy as np
 import pandas as pd
 import preflight
 import pytest
+from preflight.models.core import evaluate
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import all_tasks, get_task
 from preflight.models.presentation import analysis
@@ -91,3 +95,51 @@ def test_every_tasks_evaluation_on_two_nodes_equals_the_serial_one(task, two_nod
     serial = evaluated()
     monkeypatch.setenv("RAY_ADDRESS", two_nodes)
     assert_same(evaluated(), serial)
+
+
+def test_a_file_scored_by_ray_data_on_two_nodes_equals_the_serial_scoring(
+    two_nodes, home, tmp_path, monkeypatch
+):
+    rng = np.random.default_rng(5)
+    items = pd.DataFrame(
+        {
+            "id": np.arange(300),
+            "m": 2 ** rng.integers(4, 13, 300),
+            "n": 2 ** rng.integers(4, 13, 300),
+            "k": 2 ** rng.integers(4, 13, 300),
+            "dtype": rng.choice(["fp32", "fp16"], 300),
+            "device": rng.choice(["Tesla T4", "NVIDIA H100 80GB HBM3"], 300),
+        }
+    )
+    items.to_parquet(tmp_path / "items.parquet")
+    serial = preflight.score(
+        "gemm", tmp_path / "items.parquet", tmp_path / "serial.parquet", batch_rows=40, home=home
+    )
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    spread = preflight.score(
+        "gemm", tmp_path / "items.parquet", tmp_path / "ray.parquet", batch_rows=40, home=home
+    )
+    assert spread.rows == serial.rows == 300
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(spread.output), pd.read_parquet(serial.output), check_exact=False, rtol=1e-9
+    )
+
+
+def test_a_fold_whose_worker_is_killed_runs_again_and_the_evaluation_is_unchanged(
+    two_nodes, catalogue, tmp_path, monkeypatch
+):
+    """The first attempt of one fold kills its own Ray worker (as a lost node would); Ray runs it again."""
+    rows = synthetic_gemm(160, seed=6, devices=("NV_P100", "NV_1080Ti", "AMD_MI25"), catalogue=catalogue)
+    serial = summary(rows, catalogue)
+    fold, killed = evaluate._fold, tmp_path / "killed"
+
+    def killed_once(*args, **kwargs):
+        if not killed.exists():
+            killed.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return fold(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "_fold", killed_once)
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    assert_same(summary(rows, catalogue), serial)
+    assert killed.exists()
