@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +24,9 @@ from preflight.data.settings import Settings
 SHARED_DATASETS = Path(
     os.environ.get("PREFLIGHT_DATASETS") or Path(__file__).resolve().parents[2] / "shared" / "datasets"
 )
+
+#: How long a fresh clone's first start may take to train every task before a test gives up on it.
+FIRST_START_S = 900
 
 
 @pytest.fixture(autouse=True)
@@ -116,3 +128,71 @@ def home(trained_home, tmp_path) -> Path:
     copy = tmp_path / "home"
     shutil.copytree(trained_home, copy)
     return copy
+
+
+@dataclass(frozen=True)
+class FirstStart:
+    """A fresh clone's ``preflight serve``: its address, its home once every task was ready, and what
+    it answered before its first models were trained."""
+
+    url: str
+    home: Path
+    health_at_once: int  # /healthz's first status
+    trained_meanwhile: tuple[str, ...]  # the tasks /readyz listed as training while it answered
+
+
+@pytest.fixture(scope="session")
+def first_start(tmp_path_factory) -> Iterator[FirstStart]:
+    """``preflight serve`` started as on a fresh clone: a process of its own, a new home and the embedded
+    default (no ``PREFLIGHT_DATASETS``), so that its champions are those whose figures the README
+    quotes; yielded (still serving) once ``/readyz`` says every task is ready, stopped at the end."""
+    home = tmp_path_factory.mktemp("first-start")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("PREFLIGHT_") and k != "MLFLOW_TRACKING_URI"
+    }
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "preflight.service.cli", "serve", "--port", str(port)]
+    with open(home.parent / "first-start.log", "wb") as log:
+        server = subprocess.Popen(command, env=env | {"PREFLIGHT_HOME": str(home)}, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        health, trained = _answer(server, f"{url}/healthz", deadline_s=120), set()
+        deadline = time.monotonic() + FIRST_START_S
+        while (readiness := _answer_json(server, f"{url}/readyz")).get("status") != "ready":
+            assert time.monotonic() < deadline, f"not every task was ready in {FIRST_START_S} s"
+            trained |= set(readiness.get("training", []))
+            time.sleep(1)
+        yield FirstStart(url, home, health, tuple(sorted(trained)))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def http(url: str, body: dict | None = None) -> tuple[int, dict]:
+    """The status and JSON answer of a GET (a POST with ``body``) to a live server."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def _answer(server: subprocess.Popen, url: str, deadline_s: float) -> int:
+    """The status of ``url`` once the server answers at all."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        assert server.poll() is None, "preflight serve exited"
+        try:
+            return http(url)[0]
+        except urllib.error.URLError:
+            assert time.monotonic() < deadline, f"{url}: no answer in {deadline_s} s"
+            time.sleep(0.5)
+
+
+def _answer_json(server: subprocess.Popen, url: str) -> dict:
+    assert server.poll() is None, "preflight serve exited"
+    return http(url)[1]

@@ -4,6 +4,7 @@ from preflight.data.settings import Settings
 from preflight.service.app import create_app
 
 from tests.client import api_client
+from tests.conftest import http
 
 ITEM = {"m": 1024, "n": 1024, "k": 1024, "dtype": "fp32", "device": "NVIDIA H100 PCIe"}
 
@@ -45,17 +46,12 @@ def test_a_device_name_several_devices_fit_is_a_404_listing_them(tmp_path):
     assert named.status_code == 200 and named.json()["spec"]["id"] == "nvidia-a100-pcie-40gb"
 
 
-def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(tmp_path):
-    import time
-
-    with api_client(tmp_path / "fresh", bootstrap=True) as client:
-        assert client.get("/healthz").status_code == 200
-        deadline = time.monotonic() + 300
-        while (ready := client.get("/readyz")).json()["status"] in ("starting", "training"):
-            assert time.monotonic() < deadline, ready.json()
-            time.sleep(0.5)
-        assert ready.status_code == 200 and ready.json()["status"] == "ready"
-        assert client.post("/v1/gemm/predict", json={"items": [ITEM]}).status_code == 200
+def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(first_start):
+    """A fresh clone's ``preflight serve`` (a live server): it answers before any model is trained,
+    trains every task meanwhile, and then estimates."""
+    assert first_start.health_at_once == 200 and "gemm" in first_start.trained_meanwhile
+    status, answer = http(f"{first_start.url}/v1/gemm/predict", {"items": [ITEM]})
+    assert status == 200 and answer["predictions"][0]["runtime_ms"]["value"] > 0
 
 
 def test_tasks_list_schema_targets_and_champion(client):

@@ -12,8 +12,8 @@
 * The figures the README quotes (and the verdicts: ``ood``, ``warnings``, ``decision``) are a fresh
   clone's: champions trained on the embedded default, which ``trained_home``'s (``tests/samples.py``)
   are not. They are checked, within :data:`RELATIVE_TOLERANCE` or half a unit of the last digit the
-  README prints, whichever is larger, on champions trained as a fresh clone trains them (the
-  embedded default, no ``PREFLIGHT_DATASETS``), once per session for the tasks the README asks.
+  README prints, whichever is larger, on the champions of a fresh clone's first ``preflight serve``
+  (``first_start``: its own process, the embedded default, no ``PREFLIGHT_DATASETS``).
 
 The examples depend on one another (a device is registered before its measurements are taken back), so
 each test replays the README's earlier requests that change state (those that send the API key), in
@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -37,7 +34,7 @@ from urllib.parse import urlsplit
 import pytest
 from fastapi.testclient import TestClient
 from preflight.data.settings import Settings
-from preflight.models.core.task import all_actions, get_task
+from preflight.models.core.task import get_task
 from preflight.service.app import create_app
 from preflight.service.schemas import predict_request
 
@@ -454,32 +451,12 @@ def test_a_readme_curl_runs_and_answers_as_shown(curl, home):
     check_answer(curl, run_in_order(curl, home), figures=False)
 
 
-def readme_tasks() -> list[str]:
-    """The tasks whose routes the README's requests call: ``/v1/<task>/predict`` and the actions' paths."""
-    actions = {action.path: task.name for task, action in all_actions().values()}
-    paths = [urlsplit(curl.url).path for curl in SERVICE_CURLS]
-    predicted = [m.group(1) for p in paths if (m := re.fullmatch(r"/v1/([\w-]+)/predict", p))]
-    return sorted(set(predicted) | {actions[p] for p in paths if p in actions})
-
-
-@pytest.fixture(scope="session")
-def embedded_home(tmp_path_factory) -> Path:
-    """A fresh clone's champions, those the README's figures come from: each task the README asks
-    trained on the embedded default (no ``PREFLIGHT_DATASETS``) in a process of its own, as
-    ``preflight serve`` trains it first (about two minutes on 2 cores): a model trained in this process
-    after other tests can differ in its last digits (thread pools and libraries already warmed)."""
-    home = tmp_path_factory.mktemp("embedded-home")
-    env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_DATASETS"} | {"PREFLIGHT_HOME": str(home)}
-    for task in readme_tasks():
-        subprocess.run([sys.executable, "-m", "preflight.service.cli", "train", task], env=env, check=True)
-    return home
-
-
 @pytest.fixture
-def fresh_clone_home(embedded_home, tmp_path) -> Path:
-    """A private copy of ``embedded_home`` (the examples register devices)."""
+def fresh_clone_home(first_start, tmp_path) -> Path:
+    """A private copy of a fresh clone's home once its first start trained every task (``first_start``:
+    the examples register devices)."""
     copy = tmp_path / "home"
-    shutil.copytree(embedded_home, copy)
+    shutil.copytree(first_start.home, copy)
     return copy
 
 
