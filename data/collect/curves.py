@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from preflight.data.cluster import fleet, fleet_size
 from preflight.data.collect.csvlog import append, check_same, open_log
 from preflight.data.errors import UsageError
 from preflight.data.sources.local_curves import COLUMNS, SOURCE
@@ -50,28 +51,51 @@ class CollectSummary:
 
 
 def collect_curves(
-    out: Path, *, runs: int = 300, epochs: int = 20, seed: int = 0, progress: bool = True
+    out: Path,
+    *,
+    runs: int = 300,
+    epochs: int = 20,
+    seed: int = 0,
+    workers: int | None = None,
+    progress: bool = True,
 ) -> CollectSummary:
-    """Train the first ``runs`` runs of the seeded plan for ``epochs`` epochs each, appending to ``out``."""
+    """Train the first ``runs`` runs of the seeded plan for ``epochs`` epochs each, appending to ``out``.
+
+    With ``RAY_ADDRESS`` the runs are trained by ``workers`` Ray workers (default: one per CPU of the
+    cluster) and appended here as each comes back; a run's curve is the same wherever it is trained."""
     out, planned = Path(out), plan(runs, seed)
     done = _complete_runs(out, open_log(out, COLUMNS, SOURCE), epochs, seed)
-    summary = CollectSummary(out, trained=0, skipped_existing=0)
-    data = _digits()
-    with torch_threads(1):  # the runs are small: a second thread mostly synchronises
-        fd = os.open(out, os.O_WRONLY | os.O_APPEND)
-        try:
-            with Progress(disable=not progress) as bar:
-                task = bar.add_task("curves", total=len(planned))
-                for run in planned:
-                    if str(run.run) in done:
-                        summary.skipped_existing += 1
-                    else:
-                        append(fd, _lines(run, epochs, seed, train(run, data, epochs, seed)))
-                        summary.trained += 1
-                    bar.update(task, advance=1, description=f"curves: {summary.trained} trained")
-        finally:
-            os.close(fd)
+    pending = [run for run in planned if str(run.run) not in done]
+    summary = CollectSummary(out, trained=0, skipped_existing=len(planned) - len(pending))
+    count = fleet_size(workers, "CPU")
+    trained = fleet(Trainer, (epochs, seed), count, {"num_cpus": 1}, lambda i, _: pending[i::count])
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND)
+    try:
+        with Progress(disable=not progress) as bar:
+            task = bar.add_task("curves", total=len(pending))
+            for _, _, lines in trained:
+                append(fd, lines)
+                summary.trained += 1
+                bar.update(task, advance=1, description=f"curves: {summary.trained} trained")
+    finally:
+        os.close(fd)
     return summary
+
+
+class Trainer:
+    """A fleet worker that trains runs of one plan, on one torch thread (the runs are small: a second
+    thread mostly synchronises), on the digits it loads once."""
+
+    def __init__(self, epochs: int, seed: int) -> None:
+        self.epochs, self.seed, self.data = epochs, seed, _digits()
+
+    def describe(self) -> None:
+        """Runs train the same on every machine: nothing to tell."""
+
+    def run(self, run: Run) -> list[str]:
+        """The run's lines, one per epoch."""
+        with torch_threads(1):
+            return _lines(run, self.epochs, self.seed, train(run, self.data, self.epochs, self.seed))
 
 
 def plan(runs: int, seed: int) -> list[Run]:

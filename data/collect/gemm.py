@@ -12,14 +12,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
+from preflight.data.cluster import cluster, fleet, fleet_size
 from preflight.data.collect import energy, host, timing
 from preflight.data.collect.csvlog import append, check_same, open_log
 from preflight.data.errors import UsageError
@@ -76,26 +77,100 @@ def collect_gemm(
     progress: bool = True,
     dims: Sequence[int] | None = None,
     power: bool = True,
+    devices: int | None = None,
 ) -> CollectSummary:
     """Measure the first ``points`` GEMMs of the seeded sweep on ``device`` ("cpu", "cuda", "cuda:N").
 
     Appends them to ``out``, skipping the points it already holds and those slower than the budget.
     ``power=False`` times only (each point then costs milliseconds instead of the power window's seconds).
+
+    With ``RAY_ADDRESS``, ``devices`` sweeps run at once (default: one per GPU of the cluster, or one per
+    node for "cpu"), each on a Ray worker holding its GPU (or its node's CPU): the ``k``-th worker on a
+    device of one model sweeps seed ``seed + k`` into ``out/<device>_seed<seed + k>.csv``, so ``out`` is
+    a folder that loads as one table and a rerun resumes each file wherever Ray places the workers.
+    Only this process writes; a worker that dies is started again and its point measured again.
     """
-    target, out = host.parse_device(device), Path(out)
-    plan = sweep(points, seed, DTYPES[target.type], DIMS_BY_KIND[target.type] if dims is None else dims)
+    out, spread = Path(out), cluster() is not None
+    if spread and device not in ("cpu", "cuda"):
+        raise UsageError(
+            f"on a Ray cluster the device is 'cpu' or 'cuda' (each worker's own), not {device!r}"
+        )
+    count = fleet_size(devices, "node" if device == "cpu" else "GPU")
+    options = {"num_cpus": 1, "scheduling_strategy": "SPREAD"} if device == "cpu" else {"num_gpus": 1}
     summary = CollectSummary(out, "", measured=0, skipped_existing=0)
-    with torch_threads(threads if target.type == "cpu" else None), _current_gpu(target):
-        summary.device_id = host.device_id(target)
-        done = _measured_keys(out, summary.device_id, seed)
-        _write_side_files(target, out, seed)
-        meter = energy.energy_meter(target) if power else None
+    with ExitStack() as files, Progress(disable=not progress) as bar:
+        task, tables, planned_points = bar.add_task("gemm", total=0), dict[int, _Table](), 0
 
-        def measure(point: Point) -> list[str] | None:
-            return _measure(point, target, repeats, max_seconds_per_point / repeats, meter)
+        def plan_of(i: int, described: tuple[str, dict]) -> list[Point]:
+            nonlocal planned_points
+            kind, spec = described
+            own = seed + sum(table.device_id == spec["id"] for table in tables.values())  # its device's k-th
+            table = _Table(out / f"{spec['id']}_seed{own}.csv" if spread else out, spec, own)
+            tables[i] = files.enter_context(table)
+            planned = sweep(points, table.seed, DTYPES[kind], DIMS_BY_KIND[kind] if dims is None else dims)
+            pending = [point for point in planned if _key(point, table.device_id) not in table.done]
+            summary.skipped_existing += len(planned) - len(pending)
+            planned_points += len(pending)
+            bar.update(task, total=planned_points)
+            return pending
 
-        _measure_all(plan, measure, done, summary, progress)
+        sweeper = (device, threads, repeats, max_seconds_per_point / repeats, power)
+        for i, point, row in fleet(Sweeper, sweeper, count, options, plan_of):
+            tables[i].record(point, row, summary)
+            bar.update(task, advance=1, description=f"gemm: {summary.measured} measured, "
+                       f"{summary.skipped_slow} too slow")  # fmt: skip
+    summary.device_id = ", ".join(sorted({table.device_id for table in tables.values()}))
     return summary
+
+
+class Sweeper:
+    """A fleet worker that measures GEMMs on one device of its machine (with its own energy meter)."""
+
+    def __init__(self, device: str, threads: int | None, repeats: int, budget_s: float, power: bool) -> None:
+        self.target = host.parse_device(device)
+        self.threads = threads if self.target.type == "cpu" else None
+        self.repeats, self.budget_s = repeats, budget_s
+        self.meter = energy.energy_meter(self.target) if power else None
+
+    def describe(self) -> tuple[str, dict]:
+        """The device's kind (cpu or cuda) and spec sheet."""
+        with self._on_device():
+            spec = host.device_spec(self.target)
+        return self.target.type, spec.model_dump(mode="json", exclude_none=True)
+
+    def run(self, point: Point) -> list[str] | None:
+        """The point's measured cells after its key, or None when it is slower than the budget."""
+        with self._on_device():
+            return _measure(point, self.target, self.repeats, self.budget_s, self.meter)
+
+    @contextmanager
+    def _on_device(self) -> Iterator[None]:
+        with torch_threads(self.threads), _current_gpu(self.target):
+            yield
+
+
+class _Table:
+    """One sweep's CSV, open for appending: the points it holds, and each new one appended at once."""
+
+    def __init__(self, path: Path, spec: dict, seed: int) -> None:
+        self.path, self.device_id, self.seed = path, str(spec["id"]), seed
+        self.done = _measured_keys(path, self.device_id, seed)
+        _write_side_files(spec, path, seed)
+
+    def __enter__(self) -> _Table:
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        os.close(self.fd)
+
+    def record(self, point: Point, row: list[str] | None, summary: CollectSummary) -> None:
+        """Append the measured ``row`` of ``point`` (None: it was too slow), and count what happened."""
+        if row is None:
+            summary.skipped_slow += 1
+            return
+        append(self.fd, [",".join((*_key(point, self.device_id), *row))])
+        summary.measured += 1
 
 
 def sweep(points: int, seed: int, dtypes: Sequence[str], dims: Sequence[int] = DIMS) -> list[Point]:
@@ -124,49 +199,6 @@ def _recorded_seed(out: Path) -> list[str]:
     """The seed ``<out>.seed`` records; none for a new file, or one collected before seeds were recorded."""
     path = seed_file(out)
     return [path.read_text(errors="replace").strip()] if path.exists() else []
-
-
-def _measure_all(
-    plan: list[Point],
-    measure: Callable[[Point], list[str] | None],
-    done: set[tuple[str, ...]],
-    summary: CollectSummary,
-    progress: bool,
-) -> None:
-    """Visit the points of ``plan`` in order, appending each measured one to ``summary.path`` at once."""
-    fd = os.open(summary.path, os.O_WRONLY | os.O_APPEND)
-    try:
-        with Progress(disable=not progress) as bar:
-            task = bar.add_task(summary.device_id, total=len(plan))
-            for point in plan:
-                _visit(point, measure, fd, done, summary)
-                bar.update(
-                    task,
-                    advance=1,
-                    description=f"{summary.device_id}: {summary.measured} measured, "
-                    f"{summary.skipped_slow} too slow",
-                )
-    finally:
-        os.close(fd)
-
-
-def _visit(
-    point: Point,
-    measure: Callable[[Point], list[str] | None],
-    fd: int,
-    done: set[tuple[str, ...]],
-    summary: CollectSummary,
-) -> None:
-    """Measure one point unless it is already in the file or too slow, and count what happened."""
-    if _key(point, summary.device_id) in done:
-        summary.skipped_existing += 1
-        return
-    row = measure(point)
-    if row is None:
-        summary.skipped_slow += 1
-        return
-    append(fd, [",".join((*_key(point, summary.device_id), *row))])
-    summary.measured += 1
 
 
 def _measure(
@@ -230,14 +262,11 @@ def seed_file(out: Path) -> Path:
     return out.with_name(out.name + ".seed")
 
 
-def _write_side_files(target: torch.device, out: Path, seed: int) -> None:
+def _write_side_files(spec: dict, out: Path, seed: int) -> None:
     """Write ``<out>.device.json`` (the device's spec sheet) and ``<out>.seed`` where missing; a file
     collected before seeds were recorded is taken to be of this seed."""
     if not side_file(out).exists():
-        spec = host.device_spec(target)
-        atomic_write_bytes(
-            side_file(out), json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=2).encode()
-        )
+        atomic_write_bytes(side_file(out), json.dumps(spec, indent=2).encode())
     if not seed_file(out).exists():
         atomic_write_bytes(seed_file(out), f"{seed}\n".encode())
 

@@ -97,15 +97,6 @@ def parse_device(name: str) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device() if target.index is None else target.index)
 
 
-def device_id(target: torch.device) -> str:
-    """The id of ``target``'s spec sheet, found without measuring anything."""
-    if target.type == "cuda":
-        return gpu_spec(target).id
-    import torch
-
-    return slice_id(host_facts().cpu_name, torch.get_num_threads())
-
-
 def device_spec(target: torch.device) -> DeviceSpec:
     """``target``'s spec sheet: the catalogue's for a GPU, a derived and measured one for the CPU slice."""
     return gpu_spec(target) if target.type == "cuda" else cpu_spec()

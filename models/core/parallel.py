@@ -1,29 +1,19 @@
-"""Work that fans out: run here, one call after another, or as Ray tasks on a cluster when
-``RAY_ADDRESS`` names one (Ray's own convention: ``auto`` for the cluster this machine belongs to,
-``ray://HOST:10001`` for a remote one). Without it Ray is never imported. Either way the same function
-runs on the same arguments, so the answers are the same; only where they are computed differs."""
+"""Work that fans out: run here, one call after another, or as Ray tasks on the cluster ``RAY_ADDRESS``
+names (``data/cluster``). Without it Ray is never imported. Either way the same function runs on the same
+arguments, so the answers are the same; only where they are computed differs."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
-from preflight.data.errors import UsageError
+from preflight.data.cluster import RETRIES, cluster, connected
 from preflight.models.presentation import progress
 
 T = TypeVar("T")
-#: How many times a Ray task whose worker died is run again before the work fails.
-RETRIES = 3
 #: The size Ray Data's blocks of a scored file are cut to (bytes).
 BLOCK_BYTES = 4 * 2**20
-
-
-def cluster() -> str | None:
-    """The Ray cluster work fans out to, if any (``RAY_ADDRESS``)."""
-    return os.environ.get("RAY_ADDRESS") or None
 
 
 def fan_out(
@@ -36,7 +26,7 @@ def fan_out(
     address = cluster()
     if address is None:
         return [function(*call, **shared) for call in progress.track(calls, description)]
-    ray = _connected(address)
+    ray = connected(address)
     remote = ray.remote(num_cpus=1, max_retries=RETRIES)(function)
     stored = {name: ray.put(value) for name, value in shared.items()}
     with progress.step(f"{description} ({len(calls)} Ray tasks on {address})"):
@@ -49,7 +39,7 @@ def map_file(
     """The Parquet or CSV file's rows in Arrow tables of at most ``batch_rows`` rows, each through the
     transform ``make_transform()`` builds once per Ray worker (one CPU each, as many as the cluster
     holds), in the file's order: Ray Data streams the file, so memory follows the batches in flight."""
-    ray = _connected(address)
+    ray = connected(address)
     from ray import data
 
     context = data.DataContext.get_current()
@@ -76,15 +66,3 @@ class _Transform:
 
     def __call__(self, batch: Any) -> Any:
         return self.transform(batch)
-
-
-def _connected(address: str) -> ModuleType:
-    """Ray, connected to the cluster at ``address``."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError(
-            f"RAY_ADDRESS={address}, but Ray is not installed: pip install 'preflight[ray]'"
-        ) from None
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    return ray

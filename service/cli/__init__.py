@@ -290,11 +290,16 @@ def collect_gemm(
     repeats: Count = 7,
     max_seconds_per_point: Positive = 2.0,
     power: Annotated[bool, typer.Option(help="measure power over a settled 1 s window per point")] = True,
+    ray: RayAddress = None,
+    devices: options.AllOrCount = "all",
 ) -> None:
-    """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA)."""
+    """Sweep GEMM shapes/dtypes/layouts on this machine: median runtime, spread, power (CUDA). With --ray:
+    one sweep per GPU (or per node's CPU) of the cluster, into the folder OUT (the k-th GPU of a model
+    sweeps seed SEED+k)."""
+    options.use_ray(ray)
     _collect(
         "gemm", out, device=device, points=points, seed=seed, threads=threads, repeats=repeats,
-        max_seconds_per_point=max_seconds_per_point, power=power,
+        max_seconds_per_point=max_seconds_per_point, power=power, devices=options.how_many(devices),
     )  # fmt: skip
 
 
@@ -304,9 +309,13 @@ def collect_curves(
     runs: Count = 300,
     epochs: Count = 20,
     seed: Seed = 0,
+    ray: RayAddress = None,
+    workers: options.AllOrCount = "all",
 ) -> None:
-    """Train NAS-Bench-201 cells on scikit-learn's digits on CPU: a learning curve per run (resumable)."""
-    _collect("curves", out, runs=runs, epochs=epochs, seed=seed)
+    """Train NAS-Bench-201 cells on scikit-learn's digits on CPU: a learning curve per run (resumable).
+    With --ray: the runs are trained on the cluster's CPUs, one worker each."""
+    options.use_ray(ray)
+    _collect("curves", out, runs=runs, epochs=epochs, seed=seed, workers=options.how_many(workers))
 
 
 @collect_app.command("interference")

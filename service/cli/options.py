@@ -32,6 +32,18 @@ def _positive(value: float) -> float:
     return value
 
 
+def _all_or_count(value: str) -> str:
+    """``all``, or a whole number above 0."""
+    if value != "all" and not (value.isdigit() and int(value) > 0):
+        raise typer.BadParameter(f"must be 'all' or a whole number above 0, not {value!r}")
+    return value
+
+
+def how_many(value: str) -> int | None:
+    """An ``all|N`` option's count: None for all."""
+    return None if value == "all" else int(value)
+
+
 Coverage = Annotated[float, typer.Option(callback=_fraction, help="interval coverage, in (0, 1)")]
 Positive = Annotated[float, typer.Option(callback=_positive)]
 #: numpy's legacy seeding takes 0 to 2**32 - 1.
@@ -43,10 +55,11 @@ RayAddress = Annotated[
     str | None,
     typer.Option(
         "--ray",
-        help="fan folds out to a Ray cluster (as RAY_ADDRESS: auto, ray://HOST:10001, or local for one on "
-        "this machine); the answers are the serial run's",
+        help="fan the work out to a Ray cluster (as RAY_ADDRESS: auto, ray://HOST:10001, or local for one "
+        "on this machine); the answers are the serial run's",
     ),
 ]
+AllOrCount = Annotated[str, typer.Option(callback=_all_or_count, help="with --ray: all, or N")]
 
 
 def use_ray(address: str | None) -> None:

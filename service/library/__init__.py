@@ -533,10 +533,11 @@ def score(
     import time
 
     import pyarrow.parquet as pq
+    from preflight.data.cluster import cluster
     from preflight.models.core import parallel
 
     began, source = time.monotonic(), _readable(Path(input))
-    model, address = load(task, version, home), parallel.cluster()
+    model, address = load(task, version, home), cluster()
     if address is None:
         tables = _scored_here(_Scorer(model, coverage, str(source)), _item_batches(source, batch_rows))
     else:
@@ -640,14 +641,18 @@ def collect(
     profiler: str, out: str | Path | None = None, *, home: str | Path | None = None, **options: Any
 ) -> Any:
     """Run an own profiler on this machine (one of ``PROFILERS``), appending its traces to ``out``
-    (default ``HOME/collect/local_<profiler>.csv``); it resumes where the file stops. ``options`` are
+    (default ``HOME/collect/local_<profiler>.csv``, or the folder ``HOME/collect/local_gemm`` for a GEMM
+    sweep per device of the ``RAY_ADDRESS`` cluster); it resumes where the file stops. ``options`` are
     the profiler's (``preflight.data.collect.<profiler>.collect_<profiler>``). Its summary."""
     from importlib import import_module
+
+    from preflight.data.cluster import cluster
 
     if profiler not in PROFILERS:
         raise UsageError(f"unknown profiler {profiler!r}; the profilers: {', '.join(PROFILERS)}")
     config = settings(home)
-    target = Path(out) if out is not None else config.home / "collect" / f"local_{profiler}.csv"
+    name = f"local_{profiler}" + ("" if profiler == "gemm" and cluster() else ".csv")
+    target = Path(out) if out is not None else config.home / "collect" / name
     run = getattr(import_module(f"preflight.data.collect.{profiler}"), f"collect_{profiler}")
     return run(out=target, **options)
 

@@ -2,7 +2,8 @@
 calibration folds and a file's batch scoring (Ray Data), fanned out over a Ray cluster of two nodes (a
 head and a second node, separate processes on this machine) give the serial run's answers to 1e-9: the
 same computations, whose float sums differ only in the last bits where a Ray task (one thread) and this
-process (every core) split them differently. A fold whose worker is killed runs again, unchanged."""
+process (every core) split them differently. A fold whose worker is killed runs again, unchanged; so
+does a collector's call (a learning curve, a GEMM point), written once."""
 
 import json
 import math
@@ -13,6 +14,8 @@ import numpy as np
 import pandas as pd
 import preflight
 import pytest
+from preflight.data.collect import curves, gemm
+from preflight.data.sources import local_gemm
 from preflight.models.core import evaluate
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import all_tasks, get_task
@@ -143,3 +146,58 @@ def test_a_fold_whose_worker_is_killed_runs_again_and_the_evaluation_is_unchange
     monkeypatch.setenv("RAY_ADDRESS", two_nodes)
     assert_same(summary(rows, catalogue), serial)
     assert killed.exists()
+
+
+def killing_its_worker_once(worker: type, marker) -> type:
+    """``worker`` whose first call anywhere kills its own process (as a lost node would)."""
+
+    class Killed(worker):
+        def run(self, call):
+            if not marker.exists():
+                marker.touch()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return super().run(call)
+
+    return Killed
+
+
+def test_curves_trained_on_two_nodes_with_a_worker_killed_equal_the_serial_collection(
+    two_nodes, tmp_path, monkeypatch
+):
+    serial = curves.collect_curves(tmp_path / "serial.csv", runs=4, epochs=2, progress=False)
+    monkeypatch.setattr(curves, "Trainer", killing_its_worker_once(curves.Trainer, tmp_path / "killed"))
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    spread = curves.collect_curves(tmp_path / "ray.csv", runs=4, epochs=2, progress=False)
+    assert (tmp_path / "killed").exists() and spread.trained == serial.trained == 4
+    timed = ["epoch_seconds", "collected_at"]  # the only cells that depend on when and where
+    found, expected = (
+        pd.read_csv(summary.path).drop(columns=timed).sort_values(["run", "epoch"], ignore_index=True)
+        for summary in (spread, serial)
+    )
+    pd.testing.assert_frame_equal(found, expected)
+
+
+def test_a_gemm_sweep_per_node_with_a_worker_killed_measures_each_point_once(
+    two_nodes, tmp_path, monkeypatch
+):
+    """Two nodes of one machine: two sweeps of its CPU (seeds 0 and 1), one file each in one folder,
+    which a longer rerun extends."""
+    monkeypatch.setattr(gemm, "Sweeper", killing_its_worker_once(gemm.Sweeper, tmp_path / "killed"))
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    dims = (1, 16, 24, 48)
+    summary = gemm.collect_gemm(
+        "cpu", tmp_path / "fleet", points=5, threads=1, repeats=3, power=False, progress=False, dims=dims
+    )
+    assert (tmp_path / "killed").exists() and summary.measured == 10
+    loaded = local_gemm.load(tmp_path / "fleet")
+    assert len(loaded.rows) == 10 and len(loaded.rejects) == 0
+    for seed in (0, 1):
+        [path] = (tmp_path / "fleet").glob(f"*_seed{seed}.csv")
+        raw = pd.read_csv(path)
+        measured = set(raw[["m", "n", "k", "dtype", "trans_a", "trans_b"]].itertuples(index=False, name=None))
+        planned = gemm.sweep(5, seed, gemm.DTYPES["cpu"], dims)
+        assert len(raw) == 5 and measured == {(p.m, p.n, p.k, p.dtype, p.trans_a, p.trans_b) for p in planned}
+    resumed = gemm.collect_gemm(
+        "cpu", tmp_path / "fleet", points=6, threads=1, repeats=3, power=False, progress=False, dims=dims
+    )
+    assert (resumed.measured, resumed.skipped_existing) == (2, 10)

@@ -99,6 +99,9 @@ def test_a_gemm_csv_of_another_seed_is_refused(tmp_path):
         ("gemm", "--threads", "0"),
         ("gemm", "--seed", "-1"),
         ("gemm", "--max-seconds-per-point", "0"),
+        ("gemm", "--devices", "0"),
+        ("gemm", "--devices", "two"),
+        ("curves", "--workers", "-1"),
         ("curves", "--runs", "0"),
         ("curves", "--epochs", "-1"),
         ("curves", "--seed", "-1"),
@@ -119,6 +122,15 @@ def test_an_unwritable_out_is_one_line_naming_it(collector, tmp_path):
     under_a_file = tmp_path / "a-file" / "log.csv"
     line = refused(["collect", collector, "--out", str(under_a_file), *TINY[collector]])
     assert line.startswith(f"UsageError: cannot write {under_a_file}: ") and "a-file" in line
+
+
+def test_a_gemm_sweep_on_a_cluster_names_no_gpu_index(tmp_path, monkeypatch):
+    """Each Ray worker sweeps its own GPU (``cuda``); ``cuda:1`` would name another one on every node."""
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    line = refused(["collect", "gemm", "--out", str(tmp_path), "--device", "cuda:1", *TINY["gemm"]])
+    assert (
+        line == "UsageError: on a Ray cluster the device is 'cpu' or 'cuda' (each worker's own), not 'cuda:1'"
+    )
 
 
 # -- predict, evaluate, whatif -------------------------------------------------------------------------------
