@@ -1,8 +1,8 @@
-r"""Serial against Ray on this machine: two tasks' grouped evaluations and two batch scorings.
+r"""Serial against Ray on this machine: two tasks' grouped evaluations, two batch scorings, a collection.
 
     PREFLIGHT_DATASETS=../shared/datasets OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py \
-        [--gemm-rows 1000000] [--nas-settings 20] [--cpus 2] [--nodes 16] [--cores-per-node 16] \
-        [--parts evaluation,scoring]
+        [--gemm-rows 1000000] [--nas-settings 20] [--curve-runs 24] [--cpus 2] [--nodes 16] \
+        [--cores-per-node 16] [--parts evaluation,scoring,collection]
 
 * Evaluation: ``gemm`` on DeepBench by device (tree) and ``nas-latency`` on 20,000 rows of HELP
   NAS-Bench-201 by device (tree), each serially, then with ``RAY_ADDRESS`` on a local Ray cluster of
@@ -10,6 +10,8 @@ r"""Serial against Ray on this machine: two tasks' grouped evaluations and two b
 * Scoring: ``--gemm-rows`` seeded GEMM items (``bench/score.py``'s) and all 15,625 NAS-Bench-201 cells
   on ``--nas-settings`` HELP device settings, from Parquet through ``preflight.score``, serially, then
   with Ray Data workers (one CPU each).
+* Collection: ``--curve-runs`` learning curves (``collect curves``, 10 epochs each) trained serially,
+  then by one Ray worker per CPU, the driver appending each run.
 * Ray's own cost: its start, and the time per task of a fan-out of empty tasks.
 * A paper estimate for ``--nodes`` nodes of ``--cores-per-node`` cores: each evaluation's serial time
   spread over its Ray tasks (the slowest task bounds it), and each scoring's rows at the measured rate
@@ -39,6 +41,7 @@ import numpy as np
 import pandas as pd
 import preflight
 import ray
+from preflight.data.collect import curves
 from preflight.models.core import evaluate, parallel
 from score import write_items
 
@@ -168,6 +171,25 @@ def scorings(home: Path, work: Path, gemm_rows: int, nas_settings: int, datasets
     return found
 
 
+def collections(work: Path, runs: int, epochs: int = 10) -> dict:
+    """``runs`` learning curves trained serially, then by Ray workers: seconds and runs per minute."""
+    serial, serial_s = timed(
+        curves.collect_curves, work / "serial.csv", runs=runs, epochs=epochs, progress=False
+    )
+    with on_ray():
+        spread, ray_s = timed(
+            curves.collect_curves, work / "ray.csv", runs=runs, epochs=epochs, progress=False
+        )
+    assert serial.trained == spread.trained == runs
+    return {
+        "runs": runs,
+        "epochs": epochs,
+        "serial_s": round(serial_s, 2),
+        "ray_s": round(ray_s, 2),
+        "speedup": round(serial_s / ray_s, 2),
+    }
+
+
 def overheads(tasks: int = 200) -> dict:
     """Ray's cost per task: a fan-out of empty tasks, per task."""
     with on_ray():
@@ -202,13 +224,16 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--cores-per-node", type=int, default=16)
-    parser.add_argument("--parts", default="evaluation,scoring", help="comma-separated: what to measure")
+    parser.add_argument("--curve-runs", type=int, default=24)
+    parser.add_argument(
+        "--parts", default="evaluation,scoring,collection", help="comma-separated: what to measure"
+    )
     args = parser.parse_args()
     datasets = Path(os.environ["PREFLIGHT_DATASETS"]) if os.environ.get("PREFLIGHT_DATASETS") else None
     with tempfile.TemporaryDirectory() as work:
         home = Path(work) / "home"
-        for task in ("gemm", "nas-latency"):  # on the data at hand, as a first start trains them
-            preflight.train(task, home=home)
+        for task in ("gemm", "nas-latency") if {"evaluation", "scoring"} & set(args.parts.split(",")) else ():
+            preflight.train(task, home=home)  # on the data at hand, as a first start trains them
         _, start_s = timed(subprocess.run, [RAY, "start", "--head", f"--num-cpus={args.cpus}"], check=True)
         try:
             found = {"cpus": args.cpus, "ray_start_s": round(start_s, 2), "overhead": overheads()}
@@ -216,6 +241,8 @@ def main() -> None:
                 found["evaluation"] = evaluations(home)
             if "scoring" in args.parts:
                 found["scoring"] = scorings(home, Path(work), args.gemm_rows, args.nas_settings, datasets)
+            if "collection" in args.parts:
+                found["collection"] = collections(Path(work), args.curve_runs)
         finally:
             ray.shutdown()  # this process leaves the cluster before it stops (a driver dies with it)
             subprocess.run([RAY, "stop"], check=False)
