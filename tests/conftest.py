@@ -170,6 +170,17 @@ def first_start(tmp_path_factory) -> Iterator[FirstStart]:
         server.wait(timeout=60)
 
 
+@pytest.fixture
+def fresh_clone_home(first_start, tmp_path) -> Path:
+    """A private copy of a fresh clone's home once its first start trained every task (``first_start``),
+    for tests that register devices or train more versions."""
+    import shutil
+
+    copy = tmp_path / "fresh-clone-home"
+    shutil.copytree(first_start.home, copy)
+    return copy
+
+
 def http(url: str, body: dict | None = None) -> tuple[int, dict]:
     """The status and JSON answer of a GET (a POST with ``body``) to a live server."""
     data = None if body is None else json.dumps(body).encode()

@@ -1,5 +1,6 @@
-"""Every notebook runs top to bottom on a fresh home and the shipped data (as a fresh clone has them),
-and every plot cell (tagged ``plot``) shows an image."""
+"""Every notebook runs top to bottom on a fresh clone's home after its first start (the champions
+``make serve`` trained on the shipped data) and the shipped data, and every plot cell (tagged ``plot``)
+shows an image."""
 
 from pathlib import Path
 
@@ -24,8 +25,8 @@ def figures_without_image(cell) -> int:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_and_draws(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+def test_notebook_runs_and_draws(path, fresh_clone_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(fresh_clone_home))
     monkeypatch.delenv("PREFLIGHT_DATASETS", raising=False)  # the shipped data, as on a fresh clone
     notebook = nbformat.read(path, as_version=4)
     assert not any(c.get("outputs") for c in notebook.cells if c.cell_type == "code"), "outputs stripped"

@@ -26,7 +26,6 @@ import json
 import math
 import re
 import shlex
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -449,15 +448,6 @@ def test_a_readme_curl_runs_and_answers_as_shown(curl, home):
     embedded default the README's figures come from: the status, keys, types and texts shown."""
     shown_answer(curl.shown)  # a README answer this module cannot read fails first
     check_answer(curl, run_in_order(curl, home), figures=False)
-
-
-@pytest.fixture
-def fresh_clone_home(first_start, tmp_path) -> Path:
-    """A private copy of a fresh clone's home once its first start trained every task (``first_start``:
-    the examples register devices)."""
-    copy = tmp_path / "home"
-    shutil.copytree(first_start.home, copy)
-    return copy
 
 
 @pytest.mark.parametrize("curl", curl_params([curl for curl in CURLS if re.search(r"\d", curl.shown)]))
