@@ -21,13 +21,17 @@ def fan_out(
 ) -> list[T]:
     """``function(*call, **shared)`` for each call, in order. On a cluster each call is a Ray task of
     one CPU, and ``shared`` (large arguments every call reads) goes to the cluster's object store once;
-    a call whose worker dies (a node lost, a process killed) runs again, up to ``RETRIES`` times."""
+    a call whose worker dies (a node lost, a process killed) runs again, up to ``RETRIES`` times. Where
+    the calls leave CPUs of the cluster idle, each task fans out in turn (an outer fold's calibration
+    folds): its worker sees the cluster as ``auto``, and Ray lends a waiting task's CPU to others."""
     shared = shared or {}
     address = cluster()
     if address is None:
         return [function(*call, **shared) for call in progress.track(calls, description)]
     ray = connected(address)
-    remote = ray.remote(num_cpus=1, max_retries=RETRIES)(function)
+    idle = ray.cluster_resources().get("CPU", 0) > len(calls)  # else nesting costs more than it lends
+    nested = {"env_vars": {"RAY_ADDRESS": "auto"}} if idle else None
+    remote = ray.remote(num_cpus=1, max_retries=RETRIES, runtime_env=nested)(function)
     stored = {name: ray.put(value) for name, value in shared.items()}
     with progress.step(f"{description} ({len(calls)} Ray tasks on {address})"):
         return ray.get([remote.remote(*call, **stored) for call in calls])

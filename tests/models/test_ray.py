@@ -16,7 +16,7 @@ import preflight
 import pytest
 from preflight.data.collect import curves, gemm
 from preflight.data.sources import local_gemm
-from preflight.models.core import evaluate
+from preflight.models.core import evaluate, parallel
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import all_tasks, get_task
 from preflight.models.presentation import analysis
@@ -98,6 +98,22 @@ def test_every_tasks_evaluation_on_two_nodes_equals_the_serial_one(task, two_nod
     serial = evaluated()
     monkeypatch.setenv("RAY_ADDRESS", two_nodes)
     assert_same(evaluated(), serial)
+
+
+def test_a_task_fans_out_in_turn_where_the_cluster_has_idle_cpus(two_nodes, monkeypatch):
+    """One outer call on two CPUs: its own calls are Ray tasks of their own, not run inside it."""
+
+    def _task_id(_: int) -> str | None:
+        return ray.get_runtime_context().get_task_id()
+
+    def _inner_task_ids(_: int) -> tuple[str | None, list[str | None]]:  # local: Ray pickles it by value
+        return _task_id(0), parallel.fan_out(_task_id, [(0,), (1,)], "inner")
+
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    [(outer, inner)] = parallel.fan_out(_inner_task_ids, [(0,)], "outer")
+    assert outer is not None and None not in inner and outer not in inner and len(set(inner)) == 2
+    both = parallel.fan_out(_inner_task_ids, [(0,), (1,)], "outer")
+    assert all(set(inner) == {outer} for outer, inner in both)  # two outer calls fill both CPUs
 
 
 def test_a_file_scored_by_ray_data_on_two_nodes_equals_the_serial_scoring(
