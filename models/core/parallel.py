@@ -1,10 +1,15 @@
-"""Work that fans out: run here, one call after another, or as Ray tasks on the cluster ``RAY_ADDRESS``
-names (``data/cluster``). Without it Ray is never imported. Either way the same function runs on the same
-arguments, so the answers are the same; only where they are computed differs."""
+"""Work that fans out: run here (one call after another, or side by side on this machine's CPUs where the
+calls allow it), or as Ray tasks on the cluster ``RAY_ADDRESS`` names (``data/cluster``). Without it Ray is
+never imported. Either way the same function runs on the same arguments, so the answers are the same;
+only where they are computed differs."""
 
 from __future__ import annotations
 
+import os
+import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,20 +19,37 @@ from preflight.models.presentation import progress
 T = TypeVar("T")
 #: The size Ray Data's blocks of a scored file are cut to (bytes).
 BLOCK_BYTES = 4 * 2**20
+_pool = threading.local()  # ``inside``: this thread runs the calls of a local pool
 
 
 def fan_out(
-    function: Callable[..., T], calls: Sequence[tuple], description: str, shared: dict[str, Any] | None = None
+    function: Callable[..., T],
+    calls: Sequence[tuple],
+    description: str,
+    shared: dict[str, Any] | None = None,
+    local: bool = False,
 ) -> list[T]:
     """``function(*call, **shared)`` for each call, in order. On a cluster each call is a Ray task of
     one CPU, and ``shared`` (large arguments every call reads) goes to the cluster's object store once;
     a call whose worker dies (a node lost, a process killed) runs again, up to ``RETRIES`` times. Where
     the calls leave CPUs of the cluster idle, each task fans out in turn (an outer fold's calibration
-    folds): its worker sees the cluster as ``auto``, and Ray lends a waiting task's CPU to others."""
+    folds): its worker sees the cluster as ``auto``, and Ray lends a waiting task's CPU to others.
+
+    Without a cluster the calls run here, one after another; with ``local`` (calls that share no mutable
+    state and spend their time where the GIL is released, as LightGBM's fits do) on a pool of threads,
+    one per CPU this process may use (``local_cpus``). A call on a pool's thread fans out one call at a
+    time. Python warnings are off while a pool runs: their filters are global to the process (before
+    Python 3.14), and a library's ``catch_warnings`` on one thread restores filters under another's."""
     shared = shared or {}
     address = cluster()
     if address is None:
-        return [function(*call, **shared) for call in progress.track(calls, description)]
+        width = min(len(calls), local_cpus()) if local else 1
+        if width <= 1:
+            return [function(*call, **shared) for call in progress.track(calls, description)]
+        with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
+            warnings.simplefilter("ignore")
+            running = [pool.submit(_on_pool, function, call, shared) for call in calls]
+            return [future.result() for future in progress.track(running, description)]
     ray = connected(address)
     idle = ray.cluster_resources().get("CPU", 0) > len(calls)  # else nesting costs more than it lends
     nested = {"env_vars": {"RAY_ADDRESS": "auto"}} if idle else None
@@ -35,6 +57,21 @@ def fan_out(
     stored = {name: ray.put(value) for name, value in shared.items()}
     with progress.step(f"{description} ({len(calls)} Ray tasks on {address})"):
         return ray.get([remote.remote(*call, **stored) for call in calls])
+
+
+def local_cpus() -> int:
+    """The CPUs a call running here may keep busy: one on a local pool's thread; else ``OMP_NUM_THREADS``
+    where set (as Ray sets it for a task of one CPU), else the CPUs this process may run on."""
+    if getattr(_pool, "inside", False):
+        return 1
+    if (asked := os.environ.get("OMP_NUM_THREADS", "")).isdigit() and int(asked) > 0:
+        return int(asked)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _on_pool(function: Callable[..., T], call: tuple, shared: dict[str, Any]) -> T:
+    _pool.inside = True
+    return function(*call, **shared)
 
 
 def map_file(

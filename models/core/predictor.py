@@ -27,7 +27,7 @@ from preflight.models.core.parallel import fan_out
 from preflight.models.core.residual import ResidualAdaptation, ZeroShot
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task
-from preflight.models.families import Family, make_family
+from preflight.models.families import Family, family_class, make_family
 from preflight.models.presentation import progress
 from sklearn.model_selection import GroupKFold
 
@@ -37,6 +37,9 @@ CALIBRATION_FOLDS = 4
 CALIBRATED_COVERAGE = 0.9
 #: Splits with at most this many groups leave one group out at a time.
 LEAVE_ONE_OUT_MAX_GROUPS = 20
+#: From this many rows a family's fits run side by side on this machine's CPUs (``fan_out``'s ``local``
+#: pool of threads); smaller fits take milliseconds and run one after another.
+LOCAL_POOL_MIN_ROWS = 2_000
 
 
 #: Every kind of warning code and what it says: the envelope's (``envelope.CODES``) and the predictor's.
@@ -233,6 +236,7 @@ class Predictor:
             splits,
             f"{self.task.name} {self.family}: {label}",
             shared={"family": self._family_maker(), "features": features, "Y": Y},
+            local=family_class(self.family).concurrent and len(Y) >= LOCAL_POOL_MIN_ROWS,
         )
         for fold, ((_, held), predicted) in enumerate(zip(splits, parts)):
             fold_of[held] = fold

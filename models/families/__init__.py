@@ -30,6 +30,9 @@ from preflight.models.families.tree import TreeFamily
 
 class Family(Protocol):
     name: str
+    #: Whether fits may run side by side on threads of one process (``parallel.fan_out``): no global
+    #: state, one CPU each, and most of the time in code that releases the GIL (LightGBM, NumPy).
+    concurrent: bool
 
     def __init__(self, *, targets: dict[str, Target], seed: int = 0, **params: Any) -> None: ...
 
@@ -56,8 +59,13 @@ FAMILIES: dict[str, type[Family]] = {
 }
 
 
-def make_family(name: str, targets: dict[str, Target], seed: int = 0, **params) -> Family:
-    """A new, unfitted family for a task's targets; ``params`` override its default hyperparameters."""
+def family_class(name: str) -> type[Family]:
+    """The family a name means."""
     if name not in FAMILIES:
         raise UsageError(f"unknown family {name!r}; known families: {', '.join(FAMILIES)}")
-    return FAMILIES[name](targets=targets, seed=seed, **params)
+    return FAMILIES[name]
+
+
+def make_family(name: str, targets: dict[str, Target], seed: int = 0, **params) -> Family:
+    """A new, unfitted family for a task's targets; ``params`` override its default hyperparameters."""
+    return family_class(name)(targets=targets, seed=seed, **params)

@@ -19,6 +19,7 @@ class _CurveColumnFamily:
 
     name: str
     column: str
+    concurrent = True
 
     def __init__(self, *, targets: dict[str, Target], seed: int = 0) -> None:
         self.targets, self.seed = targets, seed

@@ -175,6 +175,7 @@ def _loss(predicted, z, weight, context, rank_weight: float, is_logit):
 
 class GnnFamily:
     name = "gnn"
+    concurrent = False  # torch's global random generator, and its own threads over every core
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ from preflight.models.core.targets import Target
 
 class KernelSumFamily:
     name = "kernel-sum"
+    concurrent = True
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 
 class LinearFamily:
     name = "linear"
+    concurrent = True
 
     def __init__(self, *, targets: dict[str, Target], alpha: float = 1.0, seed: int = 0) -> None:
         self.targets, self.alpha, self.seed = targets, alpha, seed

@@ -361,6 +361,7 @@ def _power_roofline(headroom: np.ndarray, log_eta: np.ndarray) -> tuple[float, f
 
 class PhysicsFamily:
     name = "physics"
+    concurrent = True
 
     def __init__(
         self,

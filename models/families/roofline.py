@@ -17,6 +17,7 @@ from preflight.models.core.targets import Encoding, Target, encoded, encodings_f
 
 class RooflineFamily:
     name = "roofline"
+    concurrent = True
 
     def __init__(self, *, targets: dict[str, Target], seed: int = 0) -> None:
         self.targets, self.seed = targets, seed

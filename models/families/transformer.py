@@ -115,6 +115,7 @@ def _forward(net: nn.ModuleDict, x: torch.Tensor, mask: torch.Tensor, context: t
 
 class TransformerFamily:
     name = "transformer"
+    concurrent = False  # torch's global random generator, and its own threads over every core
 
     def __init__(
         self,

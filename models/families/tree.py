@@ -31,6 +31,7 @@ import pandas as pd
 from preflight.data.errors import ModelStateError
 from preflight.data.settings import Settings
 from preflight.features import Features
+from preflight.models.core.parallel import local_cpus
 from preflight.models.core.targets import Encoding, Target, encoded, encodings_from_state
 
 #: Below this many rows, a second LightGBM thread costs more in synchronisation than it saves.
@@ -97,6 +98,7 @@ def _compile_in_child(model_file: Path, object_file: Path) -> None:
 
 class TreeFamily:
     name = "tree"
+    concurrent = True
 
     def __init__(
         self,
@@ -141,7 +143,7 @@ class TreeFamily:
             "feature_fraction": self.feature_fraction,
             "seed": self.seed,
             "deterministic": True,
-            "num_threads": 1 if n_rows < PARALLEL_MIN_ROWS else 2,
+            "num_threads": 1 if n_rows < PARALLEL_MIN_ROWS else min(2, local_cpus()),
             "verbosity": -1,
             "force_col_wise": True,
         }

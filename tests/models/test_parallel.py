@@ -1,0 +1,97 @@
+"""``fan_out`` without a cluster: calls that allow it run side by side on a pool of threads, one per CPU
+(``OMP_NUM_THREADS`` where set), in order and with the answers of one call after another; a call on a
+pool's thread fans out in turn one call at a time, and a library's warnings filters on one thread do not
+turn a warning it silences into an error on another."""
+
+import threading
+import warnings
+
+import pandas as pd
+import pytest
+from preflight.models.core import parallel, predictor
+from preflight.models.core.predictor import Predictor
+from preflight.models.core.task import get_task
+
+from tests.conftest import synthetic_gemm
+
+TASK = get_task("gemm")
+
+
+def _where(i: int, barrier: threading.Barrier | None = None) -> tuple[int, str]:
+    if barrier is not None:
+        barrier.wait()  # breaks (after its timeout) unless another call runs meanwhile
+    return i, threading.current_thread().name
+
+
+def test_calls_run_side_by_side_on_threads_and_answer_in_order(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    barrier = threading.Barrier(2, timeout=30)
+    found = parallel.fan_out(_where, [(i,) for i in range(4)], "calls", {"barrier": barrier}, local=True)
+    assert [i for i, _ in found] == [0, 1, 2, 3]
+    assert len({name for _, name in found}) == 2
+    assert threading.current_thread().name not in {name for _, name in found}
+
+
+@pytest.mark.parametrize(("cpus", "local"), [("1", True), ("2", False)])
+def test_calls_run_here_one_after_another_on_one_cpu_or_where_they_do_not_allow_threads(
+    cpus, local, monkeypatch
+):
+    monkeypatch.setenv("OMP_NUM_THREADS", cpus)
+    found = parallel.fan_out(_where, [(i,) for i in range(3)], "calls", local=local)
+    assert found == [(i, threading.current_thread().name) for i in range(3)]
+
+
+def _nested(i: int) -> tuple[str, int, list[tuple[int, str]]]:
+    inner = parallel.fan_out(_where, [(0,), (1,)], "inner", local=True)
+    return threading.current_thread().name, parallel.local_cpus(), inner
+
+
+def test_a_call_on_a_pools_thread_fans_out_one_call_at_a_time(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    for outer, cpus, inner in parallel.fan_out(_nested, [(0,), (1,)], "outer", local=True):
+        assert cpus == 1 and {name for _, name in inner} == {outer}
+
+
+@pytest.mark.parametrize("family", ["physics", "tree"])
+def test_a_predictor_calibrated_on_threads_answers_as_one_calibrated_call_by_call(
+    family, catalogue, monkeypatch
+):
+    monkeypatch.setattr(predictor, "LOCAL_POOL_MIN_ROWS", 100)
+    rows = TASK.rows(synthetic_gemm(200, seed=4, catalogue=catalogue))
+    features, Y = TASK.featurize(rows, catalogue), TASK.target_frame(rows)
+
+    def fitted(cpus: str) -> pd.DataFrame:
+        monkeypatch.setenv("OMP_NUM_THREADS", cpus)
+        predictor = Predictor(TASK, family).fit(features, Y, TASK.group_values(features.meta, "shape"))
+        estimates = predictor.predict(features)
+        return pd.concat([estimates.value, estimates.low.add_suffix("_low"), predictor.oof_], axis=1)
+
+    pd.testing.assert_frame_equal(fitted("2"), fitted("1"), check_exact=True)
+
+
+def _silenced(i: int, steps: list[threading.Event]) -> int:
+    """As pandas silences NumPy's "All-NaN slice" in ``median``: call 0 enters its filters first and
+    leaves them (restoring those it found) while call 1 still runs under its own."""
+    if i == 1:
+        steps[0].wait(30)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "silenced here", RuntimeWarning)
+        steps[i].set()
+        if i == 0:
+            steps[1].wait(30)
+        else:
+            steps[2].wait(30)
+            warnings.warn("silenced here", RuntimeWarning, stacklevel=1)
+    if i == 0:
+        steps[2].set()
+    return i
+
+
+def test_a_warning_silenced_on_one_thread_stays_silent_while_another_leaves_its_filters(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    steps = [threading.Event() for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parallel.fan_out(_silenced, [(0,), (1,)], "calls", {"steps": steps}, local=True) == [0, 1]
+        with pytest.raises(RuntimeWarning):  # the filters as they were before the pool
+            warnings.warn("silenced here", RuntimeWarning, stacklevel=1)
