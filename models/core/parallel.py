@@ -5,11 +5,12 @@ only where they are computed differs."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,20 +37,16 @@ def fan_out(
     folds): its worker sees the cluster as ``auto``, and Ray lends a waiting task's CPU to others.
 
     Without a cluster the calls run here, one after another; with ``local`` (calls that share no mutable
-    state and spend their time where the GIL is released, as LightGBM's fits do) on a pool of threads,
-    one per CPU this process may use (``local_cpus``). A call on a pool's thread fans out one call at a
-    time. Python warnings are off while a pool runs: their filters are global to the process (before
-    Python 3.14), and a library's ``catch_warnings`` on one thread restores filters under another's."""
+    state and spend much of their time where the GIL is released, as LightGBM's fits do) on threads,
+    one per CPU this process may use (``local_cpus``); a call on one of them fans out one call at a
+    time."""
     shared = shared or {}
     address = cluster()
     if address is None:
         width = min(len(calls), local_cpus()) if local else 1
         if width <= 1:
             return [function(*call, **shared) for call in progress.track(calls, description)]
-        with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
-            warnings.simplefilter("ignore")
-            running = [pool.submit(_on_pool, function, call, shared) for call in calls]
-            return [future.result() for future in progress.track(running, description)]
+        return _on_threads(function, calls, shared, width, description)
     ray = connected(address)
     idle = ray.cluster_resources().get("CPU", 0) > len(calls)  # else nesting costs more than it lends
     nested = {"env_vars": {"RAY_ADDRESS": "auto"}} if idle else None
@@ -67,6 +64,28 @@ def local_cpus() -> int:
     if (asked := os.environ.get("OMP_NUM_THREADS", "")).isdigit() and int(asked) > 0:
         return int(asked)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _on_threads(
+    function: Callable[..., T], calls: Sequence[tuple], shared: dict[str, Any], width: int, description: str
+) -> list[T]:
+    """The calls on ``width`` threads, a new one started as one ends, so that no more than ``width`` wait
+    to finish when the process exits or a call fails. Python's warnings are off meanwhile: their filters
+    are global to the process, and a library's ``catch_warnings`` (pandas' ``median``) on one thread
+    restores the filters under another's, turning a warning it silences into one shown (an error under
+    ``-W error``). The price: other threads' warnings are off meanwhile too, and another thread's
+    ``catch_warnings`` block that spans the pool's end restores the filters with them off."""
+    results: dict[int, T] = {}
+    waiting = iter(enumerate(calls))
+    running: dict[Future[T], int] = {}
+    with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
+        warnings.simplefilter("ignore")
+        for _ in progress.track(range(len(calls)), description):
+            for i, call in itertools.islice(waiting, width - len(running)):
+                running[pool.submit(_on_pool, function, call, shared)] = i
+            ended = next(as_completed(running))
+            results[running.pop(ended)] = ended.result()
+    return [results[i] for i in range(len(calls))]
 
 
 def _on_pool(function: Callable[..., T], call: tuple, shared: dict[str, Any]) -> T:

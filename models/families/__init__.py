@@ -31,7 +31,7 @@ from preflight.models.families.tree import TreeFamily
 class Family(Protocol):
     name: str
     #: Whether fits may run side by side on threads of one process (``parallel.fan_out``): no global
-    #: state, one CPU each, and most of the time in code that releases the GIL (LightGBM, NumPy).
+    #: state, one CPU each, and much of the time in code that releases the GIL (LightGBM, NumPy).
     concurrent: bool
 
     def __init__(self, *, targets: dict[str, Target], seed: int = 0, **params: Any) -> None: ...

@@ -86,7 +86,9 @@ class KernelSumFamily:
         parts = _parts_of(features)
         frame = parts.frame
         matrix = self._inputs(frame)[self.columns_].to_numpy(dtype=float)
-        estimate = frame[PART_REFERENCE].to_numpy() * np.exp(np.maximum(self.booster_.predict(matrix), 0.0))
+        estimate = frame[PART_REFERENCE].to_numpy() * np.exp(
+            np.maximum(self.booster_.predict(matrix, num_threads=1), 0.0)
+        )
         weights = frame[PART_COUNT].to_numpy() * estimate
         return np.bincount(parts.owner, weights=weights, minlength=len(features.X))
 

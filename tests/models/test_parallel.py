@@ -60,13 +60,41 @@ def test_a_predictor_calibrated_on_threads_answers_as_one_calibrated_call_by_cal
     rows = TASK.rows(synthetic_gemm(200, seed=4, catalogue=catalogue))
     features, Y = TASK.featurize(rows, catalogue), TASK.target_frame(rows)
 
+    threads: set[str] = set()
+    on_pool = parallel._on_pool
+
+    def counted(*args):
+        threads.add(threading.current_thread().name)
+        return on_pool(*args)
+
+    monkeypatch.setattr(parallel, "_on_pool", counted)
+
     def fitted(cpus: str) -> pd.DataFrame:
         monkeypatch.setenv("OMP_NUM_THREADS", cpus)
         predictor = Predictor(TASK, family).fit(features, Y, TASK.group_values(features.meta, "shape"))
         estimates = predictor.predict(features)
         return pd.concat([estimates.value, estimates.low.add_suffix("_low"), predictor.oof_], axis=1)
 
-    pd.testing.assert_frame_equal(fitted("2"), fitted("1"), check_exact=True)
+    one_by_one = fitted("1")
+    assert not threads
+    pd.testing.assert_frame_equal(fitted("2"), one_by_one, check_exact=True)
+    assert len(threads) == 2
+
+
+def _fails_first(i: int, started: list[int]) -> int:
+    started.append(i)
+    if i == 0:
+        raise ValueError("the first call fails")
+    threading.Event().wait(1)  # the others end after it
+    return i
+
+
+def test_a_failing_call_leaves_the_calls_not_yet_started_unstarted(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    started: list[int] = []
+    with pytest.raises(ValueError, match="first call"):
+        parallel.fan_out(_fails_first, [(i,) for i in range(8)], "calls", {"started": started}, local=True)
+    assert sorted(started) == [0, 1]
 
 
 def _silenced(i: int, steps: list[threading.Event]) -> int:
