@@ -39,7 +39,7 @@ CALIBRATED_COVERAGE = 0.9
 LEAVE_ONE_OUT_MAX_GROUPS = 20
 #: From this many rows a family's fits run side by side on this machine's CPUs (``fan_out``'s ``local``
 #: pool of threads); smaller fits take milliseconds and run one after another.
-LOCAL_POOL_MIN_ROWS = 2_000
+LOCAL_POOL_MIN_ROWS = 500
 
 
 #: Every kind of warning code and what it says: the envelope's (``envelope.CODES``) and the predictor's.
