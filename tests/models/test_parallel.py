@@ -71,9 +71,9 @@ def test_a_predictor_calibrated_on_threads_answers_as_one_calibrated_call_by_cal
 
     def fitted(cpus: str) -> pd.DataFrame:
         monkeypatch.setenv("OMP_NUM_THREADS", cpus)
-        predictor = Predictor(TASK, family).fit(features, Y, TASK.group_values(features.meta, "shape"))
-        estimates = predictor.predict(features)
-        return pd.concat([estimates.value, estimates.low.add_suffix("_low"), predictor.oof_], axis=1)
+        model = Predictor(TASK, family).fit(features, Y, TASK.group_values(features.meta, "shape"))
+        estimates = model.predict(features)
+        return pd.concat([estimates.value, estimates.low.add_suffix("_low"), model.oof_], axis=1)
 
     one_by_one = fitted("1")
     assert not threads
