@@ -220,3 +220,10 @@ def numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
     if column not in rows:
         return np.full(len(rows), np.nan)
     return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
+
+
+def among(values: np.ndarray, allowed: Sequence[Hashable] | np.ndarray) -> np.ndarray:
+    """Whether each value is one of ``allowed``, looked up once per distinct value (``np.isin`` sorts
+    every value, which costs most for strings)."""
+    index, distinct = pd.factorize(np.asarray(values), use_na_sentinel=False)
+    return np.isin(np.asarray(distinct), np.asarray(list(allowed), dtype=object))[index]

@@ -134,11 +134,10 @@ def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> 
 
 
 def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """``MxNxK``, or ``BxMxNxK`` for a batch of more than one."""
-    shape = m.astype(int).astype(str)
-    for dim in (n, k):
-        shape = np.char.add(np.char.add(shape, "x"), dim.astype(int).astype(str))
-    return np.where(b > 1, np.char.add(np.char.add(b.astype(int).astype(str), "x"), shape), shape)
+    """``MxNxK``, or ``BxMxNxK`` for a batch of more than one (spelt once per distinct shape)."""
+    index, distinct = pd.MultiIndex.from_arrays([b, m, n, k]).factorize()
+    spelt = ["x".join(str(int(d)) for d in (dims if dims[0] > 1 else dims[1:])) for dims in distinct]
+    return np.array(spelt, dtype=str)[index]
 
 
 def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:

@@ -20,11 +20,12 @@ from pathlib import Path
 from types import ModuleType, UnionType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
+import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models.core import artifacts
-from preflight.models.core.inference import predict_items
+from preflight.models.core.inference import predict_rows
 from preflight.models.core.predictor import Estimates, Predictor
 from preflight.models.core.task import Task
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -122,6 +123,60 @@ def targets(predictor: Predictor) -> list[str]:
     return [t for t in task.targets if t in predictor.targets or t in task.derived]
 
 
+def rows(task: Task, frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame's items (one a row) as the task's canonical rows, as ``Task.items_to_rows`` makes them of
+    :func:`items`. An invalid row raises ``ValidationError``, its errors located by row first.
+
+    Where the item's fields validate independently of each other (no validators, serializers or computed
+    fields of its own) and every column holds plain values, each column's distinct values are validated
+    once, together, and spread back over the rows: a batch costs its distinct values, not its rows."""
+    distinct = _distinct_values(task, frame)
+    if distinct is not None:
+        try:
+            return _spread(task, len(frame), distinct)
+        except ValidationError:
+            pass  # the row-by-row validation below locates each error by its row
+    return task.items_to_rows(items(task, frame))
+
+
+_MISSING = object()  # a missing value: the record leaves its field out, so the item's default applies
+_PLAIN = frozenset({bool, int, float, str})
+_CROSS_FIELD = ("model_validators", "field_validators", "root_validators", "validators", "model_serializers")
+
+
+def _distinct_values(task: Task, frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, list]] | None:
+    """Per column, each row's code and the distinct values (``_MISSING`` last where a value is missing);
+    None unless the task's item and the frame's columns allow validating column by column."""
+    decorators = task.item.__pydantic_decorators__
+    if any(getattr(decorators, kind) for kind in (*_CROSS_FIELD, "computed_fields")):
+        return None
+    kinds, distinct = _field_kinds(task), {}
+    for column in frame.columns:
+        if column not in kinds or not kinds[column] <= _PLAIN:
+            return None
+        codes, uniques = pd.factorize(frame[column], use_na_sentinel=True)
+        values = [_native(value, kinds[column]) for value in uniques.tolist()]
+        if (codes < 0).any():
+            codes, values = np.where(codes < 0, len(values), codes), [*values, _MISSING]
+        distinct[column] = (codes, values)
+    return distinct
+
+
+def _spread(task: Task, count: int, distinct: dict[str, tuple[np.ndarray, list]]) -> pd.DataFrame:
+    """Canonical rows from each column's distinct values: record ``i`` holds every column's ``i``-th
+    value (cycling), so that one validation covers them all; each row then takes its values' rows."""
+    width = max((len(values) for _, values in distinct.values()), default=1)
+    records = [
+        {c: v for c, (_, values) in distinct.items() if (v := values[i % len(values)]) is not _MISSING}
+        for i in range(width)
+    ]
+    canonical = task.items_to_rows(_item_list(task.item).validate_python(records))
+    constant = np.zeros(count, dtype=np.intp)
+    return pd.DataFrame(
+        {c: canonical[c].to_numpy()[distinct[c][0] if c in distinct else constant] for c in canonical.columns}
+    )
+
+
 def items(task: Task, frame: pd.DataFrame) -> list[BaseModel]:
     """A frame's rows as the task's items: missing values left out (the item's defaults apply), whole
     floats as integers where the field takes integers. An invalid row raises ``ValidationError``, its
@@ -200,7 +255,7 @@ class PreflightModel:
     def predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         coverage = float((params or {}).get("coverage", COVERAGE))
         task = self.predictor.task
-        prediction = predict_items(task, self.predictor, self.catalogue, items(task, model_input), coverage)
+        prediction = predict_rows(task, self.predictor, self.catalogue, rows(task, model_input), coverage)
         return table(self.predictor, prediction.estimates)
 
 

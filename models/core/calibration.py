@@ -10,8 +10,6 @@ side's strata.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pandas as pd
 from preflight.data.errors import ModelStateError
@@ -28,6 +26,8 @@ FALLBACK = {"seen": ("seen",), "sibling": ("sibling", "unseen", "seen"), "unseen
 
 #: Calibrators per key (``seen/*``, ``unseen/kernel``...) and target.
 Calibrators = dict[str, dict[str, Conformal]]
+#: The rows (positions) of each (side, stratum) among rows to calibrate.
+RowGroups = dict[tuple[str, str], np.ndarray]
 
 
 def strata(meta: pd.DataFrame, column: str | None) -> np.ndarray:
@@ -35,6 +35,14 @@ def strata(meta: pd.DataFrame, column: str | None) -> np.ndarray:
     if column is None or column not in meta:
         return np.full(len(meta), "all")
     return meta[column].astype(str).to_numpy()
+
+
+def row_groups(sides: np.ndarray, row_strata: np.ndarray) -> RowGroups:
+    """Each (side, stratum) and its rows, found once for all of a prediction's targets."""
+    keys = pd.DataFrame({"side": sides, "stratum": row_strata})
+    return {
+        key: rows for key, rows in keys.groupby(["side", "stratum"], sort=False, dropna=False).indices.items()
+    }
 
 
 def aligned_residual(target: Target, y: pd.Series, predicted: pd.Series) -> np.ndarray:
@@ -100,28 +108,26 @@ class Calibration:
                 return self.calibrators[key][target]
         raise ModelStateError(f"no calibration scores for {target!r}")
 
-    def recalibrated(
-        self, target: str, value: np.ndarray, sides: np.ndarray, row_strata: np.ndarray
-    ) -> np.ndarray:
+    def recalibrated(self, target: str, value: np.ndarray, groups: RowGroups) -> np.ndarray:
         """Estimates as they should be read (a binary target's probabilities recalibrated)."""
         out = np.asarray(value, float).copy()
-        for key, rows in _groups(sides, row_strata):
+        for key, rows in groups.items():
             out[rows] = self.calibrator(target, *key).recalibrated(out[rows])
         return out
 
     def interval(
-        self, target: str, value: np.ndarray, sides: np.ndarray, row_strata: np.ndarray, coverage: float
+        self, target: str, value: np.ndarray, groups: RowGroups, coverage: float
     ) -> tuple[np.ndarray, np.ndarray]:
         low, high = np.empty_like(value), np.empty_like(value)
-        for key, rows in _groups(sides, row_strata):
+        for key, rows in groups.items():
             low[rows], high[rows] = self.calibrator(target, *key).interval(value[rows], coverage)
         return low, high
 
     def probability_above(
-        self, target: str, value: np.ndarray, threshold: np.ndarray, sides: np.ndarray, row_strata: np.ndarray
+        self, target: str, value: np.ndarray, threshold: np.ndarray, groups: RowGroups
     ) -> np.ndarray:
         out = np.empty_like(value)
-        for key, rows in _groups(sides, row_strata):
+        for key, rows in groups.items():
             out[rows] = self.calibrator(target, *key).probability_above(value[rows], threshold[rows])
         return out
 
@@ -136,9 +142,3 @@ def _within(row_strata: np.ndarray, stratum: str) -> np.ndarray:
     """Rows of a stratum or of its children."""
     values = row_strata.astype(str)
     return (values == stratum) | np.char.startswith(values, stratum + ".")
-
-
-def _groups(sides: np.ndarray, row_strata: np.ndarray) -> Iterator[tuple[tuple[str, str], np.ndarray]]:
-    """(side, stratum) and its rows."""
-    for key in set(zip(sides, row_strata)):
-        yield key, (sides == key[0]) & (row_strata == key[1])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from preflight.features import among
 
 #: Share of the training range an input may exceed before it is flagged.
 TOLERANCE = 0.02
@@ -51,7 +52,7 @@ class Envelope:
         rows, codes = [np.array([], dtype=int)], [np.array([], dtype=str)]
         for column, seen in self.seen_.items():
             values = meta[column].astype(str).to_numpy()
-            flagged = np.flatnonzero(~np.isin(values, seen) & (values != ""))  # "": not given
+            flagged = np.flatnonzero(~among(values, seen) & (values != ""))  # "": not given
             rows.append(flagged)
             codes.append(np.char.add(f"unseen:{column}=", values[flagged].astype(str)))
         return np.concatenate(rows), np.concatenate(codes)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownDevice, UsageError
 from preflight.features import Features
@@ -27,12 +29,19 @@ def predict_items(
 ) -> Prediction:
     """Estimates for validated items (the task's item model); an unknown device names the items that
     carry it."""
-    if not items:
+    return predict_rows(task, predictor, catalogue, task.items_to_rows(items), coverage)
+
+
+def predict_rows(
+    task: Task, predictor: Predictor, catalogue: Catalogue, rows: pd.DataFrame, coverage: float = 0.9
+) -> Prediction:
+    """Estimates for canonical rows of validated items (``Task.items_to_rows``, ``pyfunc.rows``); an
+    unknown device names the rows that carry it."""
+    if len(rows) == 0:
         raise UsageError("no items to estimate: give at least one")
-    rows = task.items_to_rows(items)
     try:
         features = task.featurize(rows, catalogue)
     except UnknownDevice as exc:
-        carrying = [i for i, item in enumerate(items) if getattr(item, "device", None) == exc.name]
-        raise exc.at(carrying) from None
+        carrying = np.flatnonzero(rows["device"].to_numpy() == exc.name) if "device" in rows else ()
+        raise exc.at([int(i) for i in carrying]) from None
     return Prediction(features, predictor.predict(features, coverage))

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError, UsageError
-from preflight.features import Features, concat
+from preflight.features import Features, among, concat
 from preflight.models.core import envelope, fewshot, metrics
-from preflight.models.core.calibration import Calibration, residual_table, strata
+from preflight.models.core.calibration import Calibration, RowGroups, residual_table, row_groups, strata
 from preflight.models.core.envelope import Envelope
 from preflight.models.core.fingerprint import Mix, References
 from preflight.models.core.parallel import fan_out
@@ -92,11 +92,16 @@ class Estimates:
         estimate, then its notes (``value``: the estimates by target, when already at hand)."""
         targets = list(self.value.columns)
         value = _by_target(self.value, targets) if value is None else value
-        missing: list[list[str]] = [[] for _ in self.reasons]
+        missing: dict[int, list[str]] = {}
         for j, i in zip(*np.nonzero(~np.isfinite(value))):  # target by target: each row's in order
-            missing[i].append(f"missing:{targets[j]}")
-        notes = self.notes or [[] for _ in self.reasons]
-        return [reasons + lacking + noted for reasons, lacking, noted in zip(self.reasons, missing, notes)]
+            missing.setdefault(int(i), []).append(f"missing:{targets[j]}")
+        if self.notes:
+            codes = [reasons + noted for reasons, noted in zip(self.reasons, self.notes)]
+        else:
+            codes = [list(reasons) for reasons in self.reasons]
+        for i, lacking in missing.items():  # few rows: the codes rebuilt in their order
+            codes[i] = self.reasons[i] + lacking + (self.notes[i] if self.notes else [])
+        return codes
 
 
 def _by_target(frame: pd.DataFrame, targets: list[str]) -> np.ndarray:
@@ -257,12 +262,16 @@ class Predictor:
         devices = self._devices(meta)
         if not self.task.device_column:
             return np.full(len(devices), "seen")
-        seen = np.isin(devices, self.envelope_.seen_.get(self.task.device_column, []))
+        seen = among(devices, self.envelope_.seen_.get(self.task.device_column, []))
         machine = self.task.machine_column
         if machine is None or machine == self.task.device_column or machine not in meta:
             return np.where(seen, "seen", "unseen")
-        known = np.isin(meta[machine].astype(str).to_numpy(), self._machines)
+        known = among(meta[machine].astype(str).to_numpy(), self._machines)
         return np.where(seen, "seen", np.where(known, "sibling", "unseen"))
+
+    def _row_groups(self, meta: pd.DataFrame) -> RowGroups:
+        """The rows of each (side, stratum) that calibrate them."""
+        return row_groups(self._sides(meta), strata(meta, self.task.stratum_column))
 
     @functools.cached_property
     def _machines(self) -> np.ndarray:
@@ -383,7 +392,7 @@ class Predictor:
             return self._mixed(features)
         if self.family_ is self.base_family_ or self._adapts_itself:
             return self.family_.predict(features)
-        measured = np.isin(self._devices(features.meta), list(self.shots_))
+        measured = among(self._devices(features.meta), list(self.shots_))
         value = self.base_family_.predict(features)
         if measured.any():
             adapted = self.family_.predict(features.take(np.flatnonzero(measured)))
@@ -447,15 +456,14 @@ class Predictor:
         value = self._estimate(features)
         value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
-        devices, row_strata = self._devices(features.meta), strata(features.meta, self.task.stratum_column)
-        sides = self._sides(features.meta)
+        devices, groups = self._devices(features.meta), self._row_groups(features.meta)
         for name in value.columns:
             target = self.task.targets[name]
             estimate = target.clip(
                 target.shift(value[name].to_numpy(), fewshot.offsets(self.shots_, devices, name))
             )
-            estimate = self.calibration_.recalibrated(name, estimate, sides, row_strata)
-            bounds = self.calibration_.interval(name, estimate, sides, row_strata, coverage)
+            estimate = self.calibration_.recalibrated(name, estimate, groups)
+            bounds = self.calibration_.interval(name, estimate, groups, coverage)
             bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
             bounds = self._fingerprint_bounds(features, name, estimate, coverage, bounds)
             floor = features.reference[name].to_numpy(dtype=float) if target.at_least_reference else None
@@ -472,15 +480,15 @@ class Predictor:
         measured = (
             list(self.shots_) + list(self.mixes_) + list(self.residual_.processes if self.residual_ else [])
         )
-        for i in np.flatnonzero(np.isin(subjects, measured)).tolist():  # measured by the user
+        for i in np.flatnonzero(among(subjects, measured)).tolist():  # measured by the user
             reasons[i] = [r for r in reasons[i] if r != f"unseen:{self.task.subject}={subjects[i]}"]
         column = self.task.device_column
         if column is None:
             return reasons
-        seen = np.isin(devices, self.envelope_.seen_.get(column, []))
+        seen = among(devices, self.envelope_.seen_.get(column, []))
         for target in (t for t in targets if t in self.target_devices_):
             shot = [device for device, measured in self.shots_.items() if target in measured]
-            lacking = seen & ~np.isin(devices, self.target_devices_[target]) & ~np.isin(devices, shot)
+            lacking = seen & ~among(devices, self.target_devices_[target]) & ~among(devices, shot)
             for i in np.flatnonzero(lacking).tolist():
                 reasons[i].append(f"unmeasured:{target}")
         return reasons
@@ -517,10 +525,7 @@ class Predictor:
         signed calibration residuals of each row's side and stratum."""
         value = np.asarray(value, float)
         threshold = np.broadcast_to(np.asarray(threshold, float), value.shape)
-        row_strata = strata(features.meta, self.task.stratum_column)
-        return self.calibration_.probability_above(
-            target, value, threshold, self._sides(features.meta), row_strata
-        )
+        return self.calibration_.probability_above(target, value, threshold, self._row_groups(features.meta))
 
 
 def _zero_shot_quality(target: Target, y: pd.Series, estimate: pd.Series) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
-from preflight.features import Features
+from preflight.features import Features, among
 from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families.tree import TreeFamily
@@ -594,7 +594,7 @@ class PhysicsFamily:
     def _tree_names(self, meta: pd.DataFrame) -> np.ndarray:
         """The shape tree that reads each row: its group's, or another's where training had none."""
         groups = shape_group(meta)
-        return np.where(np.isin(groups, list(self.shape_)), groups, next(iter(self.shape_)))
+        return np.where(among(groups, list(self.shape_)), groups, next(iter(self.shape_)))
 
     def _tree_log_g(self, tree: str, features: Features, rows: np.ndarray) -> np.ndarray:
         part = Features(
@@ -615,7 +615,7 @@ class PhysicsFamily:
     def _raw_log_g(self, features: Features) -> np.ndarray:
         """The shape trees' output, before it is shifted and bounded."""
         trees, out = self._tree_names(features.meta), np.zeros(len(features.X))
-        for tree in np.unique(trees):
+        for tree in pd.unique(trees):
             rows = np.flatnonzero(trees == tree)
             out[rows] = self._tree_log_g(str(tree), features, rows)
         return out
@@ -626,9 +626,8 @@ class PhysicsFamily:
         adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
         units) moved by the measured deviation of the same device's, or else the same architecture's,
         units of its class (vector or matrix), then bounded."""
-        keys = units(meta)
-        distinct, first, index = np.unique(keys, return_index=True, return_inverse=True)
-        head = meta.iloc[first]
+        index, distinct = pd.factorize(units(meta))  # codes in order of first appearance
+        head = meta.iloc[np.unique(index, return_index=True)[1]]
         prior, trees = self._prior(head), self._tree_names(head)
         known = self.units_ | self.adapted_
         out = np.empty((len(distinct), LAW_PARAMETERS + 2))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from preflight.data.gemm import GemmItem
 from preflight.features import Features
 from preflight.features import gemm as gemm_features
@@ -25,15 +26,12 @@ if TYPE_CHECKING:
 
 
 def _watts(
-    kinds: np.ndarray, roofline: np.ndarray, runtime: np.ndarray, tdp: np.ndarray, bound: str
+    by_kind: dict[str, np.ndarray], roofline: np.ndarray, runtime: np.ndarray, tdp: np.ndarray, bound: str
 ) -> np.ndarray:
     """Power at a runtime (utilisation = roofline / runtime): the prior's shape for ``value``, its
-    lowest- or highest-power shape for ``low`` / ``high``; NaN without a TDP or a prior for the kind."""
-    out = np.full(len(kinds), np.nan)
-    for kind in np.unique(kinds):
-        rows = (kinds == kind) & np.isfinite(tdp)
-        if kind not in power.PHYSICS_PRIOR or not rows.any():
-            continue
+    lowest- or highest-power shape for ``low`` / ``high``; NaN for rows outside ``by_kind``."""
+    out = np.full(len(runtime), np.nan)
+    for kind, rows in by_kind.items():
         utilisation = power.utilisation(roofline[rows], runtime[rows])
         if bound == "value":
             out[rows] = power.power_w(power.shape_for(kind), utilisation, tdp[rows])
@@ -42,23 +40,35 @@ def _watts(
     return out
 
 
+def _rows_by_kind(kinds: pd.Series, tdp: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows (positions) of each device kind the power prior knows, among rows with a TDP."""
+    codes, distinct = pd.factorize(kinds.astype(str))
+    with_tdp = np.isfinite(tdp)
+    return {
+        kind: np.flatnonzero((codes == code) & with_tdp)
+        for code, kind in enumerate(distinct)
+        if kind in power.PHYSICS_PRIOR
+    }
+
+
 def physical_power(features: Features, estimates: Estimates) -> None:
     """Power and energy from the runtime estimate and its interval. Power falls as runtime rises (the
     utilisation falls), so its low bound takes the high runtime; energy = runtime × power rises with
     runtime for every shape of the prior (exponent ≤ 1), so each energy bound takes its own side's."""
     roofline, tdp = features.reference["runtime_ms"].to_numpy(), features.reference["power_w"].to_numpy()
-    kinds = features.meta["device_kind"].astype(str).to_numpy()
+    by_kind = _rows_by_kind(features.meta["device_kind"], tdp)
     value, low, high = (
         getattr(estimates, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")
     )
-    watts = _watts(kinds, roofline, value, tdp, "value")
+    watts = _watts(by_kind, roofline, value, tdp, "value")
     estimates.value["power_w"], estimates.value["energy_j"] = watts, power.energy_j(watts, value)
-    estimates.low["power_w"] = _watts(kinds, roofline, high, tdp, "low")
-    estimates.high["power_w"] = _watts(kinds, roofline, low, tdp, "high")
-    estimates.low["energy_j"] = power.energy_j(_watts(kinds, roofline, low, tdp, "low"), low)
-    estimates.high["energy_j"] = power.energy_j(_watts(kinds, roofline, high, tdp, "high"), high)
+    estimates.low["power_w"] = _watts(by_kind, roofline, high, tdp, "low")
+    estimates.high["power_w"] = _watts(by_kind, roofline, low, tdp, "high")
+    estimates.low["energy_j"] = power.energy_j(_watts(by_kind, roofline, low, tdp, "low"), low)
+    estimates.high["energy_j"] = power.energy_j(_watts(by_kind, roofline, high, tdp, "high"), high)
     # physical model (static + dynamic power, bounded by TDP): no GEMM power was measured on any device
-    estimates.notes = [["prior:power_w", "prior:energy_j"] if np.isfinite(watt) else [] for watt in watts]
+    priced = np.isfinite(watts).tolist()
+    estimates.notes = [["prior:power_w", "prior:energy_j"] if p else [] for p in priced]
 
 
 GEMM = register(

@@ -22,6 +22,7 @@ from preflight.models import pyfunc
 from preflight.models.core.inference import predict_items
 from preflight.models.core.task import all_tasks, get_task
 from preflight.models.registry import tracking
+from pydantic import ValidationError
 
 CHAMPION = "models:/preflight.gemm@champion"
 H100_PCIE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 PCIe"}
@@ -89,6 +90,37 @@ def test_rows_read_as_items_with_gaps_and_whole_floats():
     assert frame["b"].dtype == float
     first, second = pyfunc.items(get_task("gemm"), frame)
     assert first.b == 2 and second.b == 1  # the gap takes the item's default
+
+
+def test_a_frame_read_column_by_column_gives_the_rows_of_its_items():
+    """Each column's distinct values are validated once and spread back: the rows are those of the
+    frame's items, gaps taking the defaults, whole floats read as integers."""
+    task = get_task("gemm")
+    frame = pd.DataFrame(
+        [
+            {"m": 8, "n": 16, "k": 8, "dtype": "fp16", "device": "Tesla T4", "b": 2.0, "trans_a": True},
+            {"m": 8, "n": 16, "k": 32, "dtype": "bf16", "device": "Tesla T4", "b": None, "trans_a": False},
+            {"m": 64, "n": 16, "k": 8, "dtype": None, "device": "NVIDIA L4", "b": 2.0, "trans_a": True},
+            {"m": 8, "n": 16, "k": 8, "dtype": "fp16", "device": "Tesla T4", "b": 2.0, "trans_a": True},
+        ]
+    )
+    expected = task.items_to_rows(pyfunc.items(task, frame))
+    pd.testing.assert_frame_equal(pyfunc.rows(task, frame), expected)
+    assert list(expected["b"]) == [2, 1, 2, 2] and list(expected["dtype"]) == ["fp16", "bf16", "fp32", "fp16"]
+
+
+@pytest.mark.parametrize("task", all_tasks(), ids=lambda t: t.name)
+def test_every_tasks_examples_read_from_a_frame_as_their_items(task):
+    """Items whose fields check each other (an architecture against its space) or nest go row by row."""
+    frame = pd.DataFrame(list(task.examples) * 3)
+    pd.testing.assert_frame_equal(pyfunc.rows(task, frame), task.items_to_rows(pyfunc.items(task, frame)))
+
+
+def test_an_invalid_value_read_column_by_column_is_located_by_its_row():
+    frame = pd.DataFrame({"m": [8, 8, 0, 8, 0], "n": 8, "k": 8, "device": "Tesla T4"})
+    with pytest.raises(ValidationError) as raised:
+        pyfunc.rows(get_task("gemm"), frame)
+    assert [error["loc"] for error in raised.value.errors()] == [(2, "m"), (4, "m")]
 
 
 def test_mlflow_models_serve_answers_invocations(registry, tmp_path):

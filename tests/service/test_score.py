@@ -2,6 +2,8 @@
 same prediction path as ``Model.predict``, its own columns carried through; a bad row names itself
 and leaves no output behind."""
 
+import gc
+
 import numpy as np
 import pandas as pd
 import preflight
@@ -51,6 +53,19 @@ def test_a_bad_row_is_named_and_nothing_is_written(home, tmp_path):
     with pytest.raises(DataError, match=r"row 13: .*greater than 0"):
         preflight.score("gemm", tmp_path / "items.parquet", tmp_path / "out.parquet", batch_rows=5, home=home)
     assert not list(tmp_path.glob("out.parquet*"))
+
+
+def test_scoring_leaves_the_garbage_collector_as_it_found_it(home, tmp_path):
+    """Scoring keeps the objects alive before it out of the collector's scans only while it runs."""
+    gemm_items().to_parquet(tmp_path / "items.parquet")
+    preflight.score("gemm", tmp_path / "items.parquet", tmp_path / "out.parquet", home=home)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a caller's own freeze is kept (its objects freed meanwhile leave it)
+    try:
+        preflight.score("gemm", tmp_path / "items.parquet", tmp_path / "out.parquet", home=home)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
 
 
 def test_scoring_through_the_cli(home, tmp_path, monkeypatch):
