@@ -6,7 +6,10 @@ Writes ``--rows`` seeded GEMM items (m, n, k log-uniform powers of two from 16 t
 six catalogue GPUs, an id column) to Parquet, then ``preflight.score`` streams them through the gemm
 champion of ``--home`` (one is trained on the embedded default in a temporary home when none is
 given) into another Parquet file. Prints rows/s and the process's peak RSS before and after scoring
-(the items' frame is freed first), and writes them to bench/out/score.json.
+(the items' frame is freed first), and writes them to bench/out/score.json. The first load of the
+champion in the process (importing MLflow, SciPy, scikit-learn; ~3.5 s) is timed apart: ``rows_per_s``
+is the scoring call's rate (which loads the version again, from a warm registry), and
+``rows_per_s_with_first_load`` counts the first load too, as one ``preflight score`` command does.
 """
 
 from __future__ import annotations
@@ -61,13 +64,18 @@ def main() -> None:
         gc.collect()
         before = peak_rss_mb()
         began = time.monotonic()
+        preflight.load("gemm", home=home)  # the libraries imported and the registry opened, once a process
+        loading = time.monotonic() - began
+        began = time.monotonic()
         result = preflight.score("gemm", items, scored, batch_rows=args.batch_rows, home=home)
         seconds = time.monotonic() - began
         figures = {
             "rows": result.rows,
             "batch_rows": args.batch_rows,
+            "first_load_s": round(loading, 2),
             "seconds": round(seconds, 2),
             "rows_per_s": round(result.rows / seconds),
+            "rows_per_s_with_first_load": round(result.rows / (seconds + loading)),
             "peak_rss_mb_before": round(before),
             "peak_rss_mb_after": round(peak_rss_mb()),
             "output_mb": round(scored.stat().st_size / 2**20, 1),

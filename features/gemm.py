@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
-from preflight.features import Features, device, numbers
+from preflight.features import Features, device, distinct_rows, numbers
 
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
@@ -135,8 +135,11 @@ def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> 
 
 def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
     """``MxNxK``, or ``BxMxNxK`` for a batch of more than one (spelt once per distinct shape)."""
-    index, distinct = pd.MultiIndex.from_arrays([b, m, n, k]).factorize()
-    spelt = ["x".join(str(int(d)) for d in (dims if dims[0] > 1 else dims[1:])) for dims in distinct]
+    index, first = distinct_rows(b, m, n, k)
+    spelt = [
+        "x".join(str(int(d)) for d in (dims if dims[0] > 1 else dims[1:]))
+        for dims in zip(b[first], m[first], n[first], k[first])
+    ]
     return np.array(spelt, dtype=str)[index]
 
 

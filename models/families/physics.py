@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
-from preflight.features import Features, among
+from preflight.features import Features, among, distinct_rows
 from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families.tree import TreeFamily
@@ -600,7 +600,7 @@ class PhysicsFamily:
         part = Features(
             X=features.X.iloc[rows],
             reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
-            meta=features.meta.iloc[rows],
+            meta=features.meta.iloc[rows, :0],  # a tree reads no meta: its rows without copying columns
         )
         return self.shape_[tree].predict(part)["log_g"].to_numpy()
 
@@ -626,8 +626,9 @@ class PhysicsFamily:
         adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
         units) moved by the measured deviation of the same device's, or else the same architecture's,
         units of its class (vector or matrix), then bounded."""
-        index, distinct = pd.factorize(units(meta))  # codes in order of first appearance
-        head = meta.iloc[np.unique(index, return_index=True)[1]]
+        index, first = distinct_rows(*(meta[c].to_numpy() for c in ("device_id", "math_dtype")))
+        head = meta.iloc[first]
+        distinct = units(head)
         prior, trees = self._prior(head), self._tree_names(head)
         known = self.units_ | self.adapted_
         out = np.empty((len(distinct), LAW_PARAMETERS + 2))

@@ -616,10 +616,18 @@ class _Scorer:
 
 
 def _scored_here(scorer: _Scorer, batches: Iterator[Any]) -> Iterator[Any]:
-    """The batches scored one after another in this process, each knowing where it starts."""
+    """The batches scored in this process, side by side on its CPUs (NumPy, LightGBM and Arrow release
+    the GIL for much of a batch), each knowing where it starts, in the file's order."""
+    from preflight.models.core import parallel
+
+    return parallel.stream_local(scorer, _numbered(batches))
+
+
+def _numbered(batches: Iterator[Any]) -> Iterator[tuple[Any, int]]:
+    """Each batch with the file's row it starts at."""
     first_row = 0
     for batch in batches:
-        yield scorer(batch, first_row)
+        yield batch, first_row
         first_row += batch.num_rows
 
 

@@ -123,3 +123,42 @@ def test_a_warning_silenced_on_one_thread_stays_silent_while_another_leaves_its_
         assert parallel.fan_out(_silenced, [(0,), (1,)], "calls", {"steps": steps}, local=True) == [0, 1]
         with pytest.raises(RuntimeWarning):  # the filters as they were before the pool
             warnings.warn("silenced here", RuntimeWarning, stacklevel=1)
+
+
+def test_a_stream_of_calls_runs_side_by_side_in_order_with_few_in_memory(monkeypatch):
+    """``stream_local`` takes the calls as they come: two at a time run and one more waits to be taken."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    taken: list[int] = []
+
+    def calls():
+        for i in range(6):
+            taken.append(i)
+            yield (i, barrier)
+
+    barrier = threading.Barrier(2, timeout=30)
+    stream = parallel.stream_local(_where, calls())
+    assert next(stream)[0] == 0 and len(taken) == 3  # the first answer waits for at most three calls
+    rest = list(stream)
+    assert [i for i, _ in rest] == [1, 2, 3, 4, 5]
+    assert threading.current_thread().name not in {name for _, name in rest}
+
+
+def _fails_at_two(i: int) -> int:
+    if i == 2:
+        raise ValueError("call 2 fails")
+    return i
+
+
+def test_a_failing_call_in_a_stream_stops_it(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    taken: list[int] = []
+
+    def calls():
+        for i in range(100):
+            taken.append(i)
+            yield (i,)
+
+    answers: list[int] = []
+    with pytest.raises(ValueError, match="call 2 fails"):
+        answers.extend(parallel.stream_local(_fails_at_two, calls()))
+    assert answers == [0, 1] and len(taken) <= 5
