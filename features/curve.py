@@ -140,6 +140,16 @@ def curve_row(x: np.ndarray, y: np.ndarray, budget: float) -> dict[str, float]:
     }
 
 
+def _curve_row_once(
+    computed: dict[tuple, dict[str, float]], x: np.ndarray, y: np.ndarray, budget: float
+) -> dict[str, float]:
+    """``curve_row``, from ``computed`` where the same points and budget were seen before."""
+    key = (x.tobytes(), y.tobytes(), budget)
+    if key not in computed:
+        computed[key] = curve_row(x, y, budget)
+    return computed[key]
+
+
 def stratum(dataset: np.ndarray, fraction: np.ndarray, level: np.ndarray) -> np.ndarray:
     """Calibration stratum of each row: dataset, bin of the budget's share trained, bin of the last value
     (``digits|<=25%|<0.8``)."""
@@ -155,8 +165,9 @@ def partial_curve(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     del catalogue  # curves are trained, not run, on a device: no spec sheet enters
     epochs = rows["epochs"] if "epochs" in rows else pd.Series([None] * len(rows), index=rows.index)
     budget = rows["budget"].to_numpy(dtype=float)
+    computed: dict[tuple, dict[str, float]] = {}  # a curve asked about again is fitted once
     curves = pd.DataFrame(
-        [curve_row(*points(c, e), b) for c, e, b in zip(rows["curve"], epochs, budget)],
+        [_curve_row_once(computed, *points(c, e), b) for c, e, b in zip(rows["curve"], epochs, budget)],
         columns=list(CURVE_COLUMNS),
     ).astype(float)
     dataset = rows["dataset"].astype(str).str.lower()
