@@ -140,8 +140,12 @@ def curve_row(x: np.ndarray, y: np.ndarray, budget: float) -> dict[str, float]:
     }
 
 
+#: A partial curve as a key: its epochs' and values' bytes, and its budget.
+CurveKey = tuple[bytes, bytes, float]
+
+
 def _curve_row_once(
-    computed: dict[tuple, dict[str, float]], x: np.ndarray, y: np.ndarray, budget: float
+    computed: dict[CurveKey, dict[str, float]], x: np.ndarray, y: np.ndarray, budget: float
 ) -> dict[str, float]:
     """``curve_row``, from ``computed`` where the same points and budget were seen before."""
     key = (x.tobytes(), y.tobytes(), budget)
@@ -165,7 +169,7 @@ def partial_curve(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     del catalogue  # curves are trained, not run, on a device: no spec sheet enters
     epochs = rows["epochs"] if "epochs" in rows else pd.Series([None] * len(rows), index=rows.index)
     budget = rows["budget"].to_numpy(dtype=float)
-    computed: dict[tuple, dict[str, float]] = {}  # a curve asked about again is fitted once
+    computed: dict[CurveKey, dict[str, float]] = {}  # a curve asked about again is fitted once
     curves = pd.DataFrame(
         [_curve_row_once(computed, *points(c, e), b) for c, e, b in zip(rows["curve"], epochs, budget)],
         columns=list(CURVE_COLUMNS),

@@ -137,7 +137,7 @@ def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.nd
     """``MxNxK``, or ``BxMxNxK`` for a batch of more than one (spelt once per distinct shape)."""
     index, first = distinct_rows(b, m, n, k)
     spelt = [
-        "x".join(str(int(d)) for d in (dims if dims[0] > 1 else dims[1:]))
+        "x".join(f"{d:.0f}" for d in (dims if dims[0] > 1 else dims[1:]))  # "nan" for a gap
         for dims in zip(b[first], m[first], n[first], k[first])
     ]
     return np.array(spelt, dtype=str)[index]

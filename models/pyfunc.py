@@ -139,20 +139,25 @@ def rows(task: Task, frame: pd.DataFrame) -> pd.DataFrame:
     return task.items_to_rows(items(task, frame))
 
 
-_MISSING = object()  # a missing value: the record leaves its field out, so the item's default applies
+#: A missing value: the record leaves its field out, so the item's default applies.
+_MISSING = object()
+#: The types of a value that a column may be validated by distinct value.
 _PLAIN = frozenset({bool, int, float, str})
-_CROSS_FIELD = ("model_validators", "field_validators", "root_validators", "validators", "model_serializers")
+#: What lets one field of an item depend on another, or a row's value be shared between rows.
+_CROSS_FIELD = (
+    "model_validators", "field_validators", "root_validators", "validators", "model_serializers",
+    "field_serializers", "computed_fields",
+)  # fmt: skip
 
 
 def _distinct_values(task: Task, frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, list]] | None:
     """Per column, each row's code and the distinct values (``_MISSING`` last where a value is missing);
     None unless the task's item and the frame's columns allow validating column by column."""
-    decorators = task.item.__pydantic_decorators__
-    if any(getattr(decorators, kind) for kind in (*_CROSS_FIELD, "computed_fields")):
+    if not _fields_apart(task.item):
         return None
     kinds, distinct = _field_kinds(task), {}
     for column in frame.columns:
-        if column not in kinds or not kinds[column] <= _PLAIN:
+        if column not in kinds or not kinds[column] <= _PLAIN or not _one_plain_type(frame[column]):
             return None
         codes, uniques = pd.factorize(frame[column], use_na_sentinel=True)
         values = [_native(value, kinds[column]) for value in uniques.tolist()]
@@ -160,6 +165,20 @@ def _distinct_values(task: Task, frame: pd.DataFrame) -> dict[str, tuple[np.ndar
             codes, values = np.where(codes < 0, len(values), codes), [*values, _MISSING]
         distinct[column] = (codes, values)
     return distinct
+
+
+def _fields_apart(item: type[BaseModel]) -> bool:
+    """Whether each of the item's fields validates and dumps on its own, with no mutable default."""
+    decorators = item.__pydantic_decorators__
+    own_post_init = item.model_post_init is not BaseModel.model_post_init
+    factories = any(field.default_factory is not None for field in item.model_fields.values())
+    return not (any(getattr(decorators, kind) for kind in _CROSS_FIELD) or own_post_init or factories)
+
+
+def _one_plain_type(column: pd.Series) -> bool:
+    """Whether a column's values are of one plain type (an object column may mix ``True`` and ``1``,
+    which hash alike but validate apart, or hold lists)."""
+    return column.dtype != object or len(types := set(map(type, column.dropna()))) <= 1 and types <= _PLAIN
 
 
 def _spread(task: Task, count: int, distinct: dict[str, tuple[np.ndarray, list]]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import os
 import threading
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,24 +89,29 @@ def _on_threads(
     return [results[i] for i in range(len(calls))]
 
 
-def stream_local(function: Callable[..., T], calls: Iterable[tuple]) -> Iterator[T]:
+def stream_local(function: Callable[..., T], calls: Iterable[tuple], most: int) -> Generator[T]:
     """``function(*call)`` for each call as the calls come (a file's batches), in order, side by side on
-    this machine's CPUs (``local_cpus``; one after another where that is one): at most that many run and
-    one more waits to be taken, so memory follows the CPUs, not the calls. A failed call stops the
-    stream once the calls running end. Warnings are off meanwhile, as in ``_on_threads``."""
-    width = local_cpus()
+    this machine's CPUs (``local_cpus``, at most ``most``; one after another where that is one): as many
+    run and one more waits to be taken, so memory follows them, not the calls. A failed call, or the
+    stream closed early, cancels the calls not yet started. Warnings are off meanwhile, as in
+    ``_on_threads``."""
+    width = min(local_cpus(), most)
     if width <= 1:
         yield from (function(*call) for call in calls)
         return
     with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
         warnings.simplefilter("ignore")
         pending: deque[Future[T]] = deque()
-        for call in calls:
-            pending.append(pool.submit(_on_pool, function, call, {}))
-            if len(pending) > width:
+        try:
+            for call in calls:
+                pending.append(pool.submit(_on_pool, function, call, {}))
+                if len(pending) > width:
+                    yield pending.popleft().result()
+            while pending:
                 yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _on_pool(function: Callable[..., T], call: tuple, shared: dict[str, Any]) -> T:
@@ -116,7 +121,7 @@ def _on_pool(function: Callable[..., T], call: tuple, shared: dict[str, Any]) ->
 
 def map_file(
     path: Path, batch_rows: int, make_transform: Callable[[], Callable[[Any], Any]], address: str
-) -> Iterator[Any]:
+) -> Generator[Any]:
     """The Parquet or CSV file's rows in Arrow tables of at most ``batch_rows`` rows, each through the
     transform ``make_transform()`` builds once per Ray worker (one CPU each, as many as the cluster
     holds), in the file's order: Ray Data streams the file, so memory follows the batches in flight."""

@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version as _version
 from pathlib import Path
@@ -83,6 +83,9 @@ log = logging.getLogger("preflight")
 REPORT_ROWS = 1000
 #: Rows ``score`` reads, estimates and writes at a time (memory follows it), and bytes of CSV per block.
 SCORE_BATCH_ROWS, CSV_BLOCK_BYTES = 50_000, 1 << 22
+#: Batches ``score`` estimates at once without a cluster (at most, and at most one per CPU): much of a
+#: batch holds the GIL, so more threads add memory, not speed.
+SCORE_THREADS = 4
 #: The own profilers (``preflight.data.collect.<name>``), each appending to ``HOME/collect/local_<name>.csv``.
 PROFILERS = ("gemm", "curves", "interference")
 
@@ -524,7 +527,8 @@ def score(
 ) -> Scored:
     """A version's (the champion's) estimates for every row of a Parquet or CSV file of items (a column
     per item field; other columns, such as an id, are carried through), written to a Parquet file batch
-    by batch, so that memory follows ``batch_rows``, not the file: the input's columns, then per
+    by batch, so that memory follows ``batch_rows`` (times the batches in flight, at most one more
+    than ``SCORE_THREADS``), not the file: the input's columns, then per
     target its value, ``_low`` and ``_high``, ``ood`` and the ``warnings`` codes. The output appears
     whole or not at all (written beside it, then renamed). A row that is not a valid item raises
     ``DataError`` naming its row and field; nothing is written then.
@@ -548,7 +552,7 @@ def score(
     target, partial = Path(output), Path(output).with_name(Path(output).name + ".partial")
     rows, writer, finished = 0, None, False
     try:
-        with _long_lived_frozen():
+        with _long_lived_frozen(), closing(tables):  # closed at once, on a failure too
             for table in tables:
                 writer = writer or pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)
@@ -615,12 +619,12 @@ class _Scorer:
         return table.append_column("warnings", pa.array(found["warnings"], pa.list_(pa.string())))
 
 
-def _scored_here(scorer: _Scorer, batches: Iterator[Any]) -> Iterator[Any]:
+def _scored_here(scorer: _Scorer, batches: Iterator[Any]) -> Generator[Any]:
     """The batches scored in this process, side by side on its CPUs (NumPy, LightGBM and Arrow release
     the GIL for much of a batch), each knowing where it starts, in the file's order."""
     from preflight.models.core import parallel
 
-    return parallel.stream_local(scorer, _numbered(batches))
+    return parallel.stream_local(scorer, _numbered(batches), SCORE_THREADS)
 
 
 def _numbered(batches: Iterator[Any]) -> Iterator[tuple[Any, int]]:

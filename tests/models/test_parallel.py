@@ -136,7 +136,7 @@ def test_a_stream_of_calls_runs_side_by_side_in_order_with_few_in_memory(monkeyp
             yield (i, barrier)
 
     barrier = threading.Barrier(2, timeout=30)
-    stream = parallel.stream_local(_where, calls())
+    stream = parallel.stream_local(_where, calls(), most=4)
     assert next(stream)[0] == 0 and len(taken) == 3  # the first answer waits for at most three calls
     rest = list(stream)
     assert [i for i, _ in rest] == [1, 2, 3, 4, 5]
@@ -160,5 +160,11 @@ def test_a_failing_call_in_a_stream_stops_it(monkeypatch):
 
     answers: list[int] = []
     with pytest.raises(ValueError, match="call 2 fails"):
-        answers.extend(parallel.stream_local(_fails_at_two, calls()))
+        answers.extend(parallel.stream_local(_fails_at_two, calls(), most=4))
     assert answers == [0, 1] and len(taken) <= 5
+
+
+def test_a_stream_runs_no_wider_than_asked(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    found = list(parallel.stream_local(_where, [(i,) for i in range(3)], most=1))
+    assert found == [(i, threading.current_thread().name) for i in range(3)]

@@ -116,6 +116,20 @@ def test_every_tasks_examples_read_from_a_frame_as_their_items(task):
     pd.testing.assert_frame_equal(pyfunc.rows(task, frame), task.items_to_rows(pyfunc.items(task, frame)))
 
 
+@pytest.mark.parametrize(
+    ("column", "values"),
+    [("trans_a", [False, 0, True]), ("b", [1, True, 2]), ("device", ["Tesla T4", ["Tesla T4"], "NVIDIA L4"])],
+)
+def test_values_that_hash_alike_or_not_at_all_are_refused_by_their_row(column, values):
+    """``True == 1`` as a key, but a strict field takes one and refuses the other; a list has no hash."""
+    frame = pd.DataFrame({"m": [8, 8, 8], "n": 8, "k": 8, "device": "Tesla T4"}).assign(
+        **{column: pd.Series(values, dtype=object)}
+    )
+    with pytest.raises(ValidationError) as raised:
+        pyfunc.rows(get_task("gemm"), frame)
+    assert [error["loc"][:2] for error in raised.value.errors()] == [(1, column)]
+
+
 def test_an_invalid_value_read_column_by_column_is_located_by_its_row():
     frame = pd.DataFrame({"m": [8, 8, 0, 8, 0], "n": 8, "k": 8, "device": "Tesla T4"})
     with pytest.raises(ValidationError) as raised:
