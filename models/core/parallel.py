@@ -10,8 +10,9 @@ import os
 import threading
 import warnings
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -79,8 +80,7 @@ def _on_threads(
     results: dict[int, T] = {}
     waiting = iter(enumerate(calls))
     running: dict[Future[T], int] = {}
-    with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
-        warnings.simplefilter("ignore")
+    with _quiet_pool(width) as pool:
         for _ in progress.track(range(len(calls)), description):
             for i, call in itertools.islice(waiting, width - len(running)):
                 running[pool.submit(_on_pool, function, call, shared)] = i
@@ -99,8 +99,7 @@ def stream_local(function: Callable[..., T], calls: Iterable[tuple], most: int) 
     if width <= 1:
         yield from (function(*call) for call in calls)
         return
-    with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
-        warnings.simplefilter("ignore")
+    with _quiet_pool(width) as pool:
         pending: deque[Future[T]] = deque()
         try:
             for call in calls:
@@ -112,6 +111,15 @@ def stream_local(function: Callable[..., T], calls: Iterable[tuple], most: int) 
         finally:
             for future in pending:
                 future.cancel()
+
+
+@contextmanager
+def _quiet_pool(width: int) -> Iterator[ThreadPoolExecutor]:
+    """A pool of ``width`` threads, with Python's warnings off until it has shut down (``_on_threads``
+    says why)."""
+    with warnings.catch_warnings(), ThreadPoolExecutor(width, thread_name_prefix="preflight") as pool:
+        warnings.simplefilter("ignore")
+        yield pool
 
 
 def _on_pool(function: Callable[..., T], call: tuple, shared: dict[str, Any]) -> T:

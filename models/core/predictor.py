@@ -92,16 +92,14 @@ class Estimates:
         estimate, then its notes (``value``: the estimates by target, when already at hand)."""
         targets = list(self.value.columns)
         value = _by_target(self.value, targets) if value is None else value
-        missing: dict[int, list[str]] = {}
+        missing: dict[int, list[str]] = {}  # few rows lack an estimate: no list for every row
         for j, i in zip(*np.nonzero(~np.isfinite(value))):  # target by target: each row's in order
             missing.setdefault(int(i), []).append(f"missing:{targets[j]}")
-        if self.notes:
-            codes = [reasons + noted for reasons, noted in zip(self.reasons, self.notes)]
-        else:
-            codes = [list(reasons) for reasons in self.reasons]
-        for i, lacking in missing.items():  # few rows: the codes rebuilt in their order
-            codes[i] = self.reasons[i] + lacking + (self.notes[i] if self.notes else [])
-        return codes
+        notes = self.notes or [[]] * len(self.reasons)  # one empty list, only read
+        return [
+            reasons + missing.get(i, []) + noted
+            for i, (reasons, noted) in enumerate(zip(self.reasons, notes))
+        ]
 
 
 def _by_target(frame: pd.DataFrame, targets: list[str]) -> np.ndarray:
@@ -488,7 +486,7 @@ class Predictor:
         seen = among(devices, self.envelope_.seen_.get(column, []))
         for target in (t for t in targets if t in self.target_devices_):
             shot = [device for device, measured in self.shots_.items() if target in measured]
-            lacking = seen & ~among(devices, self.target_devices_[target]) & ~among(devices, shot)
+            lacking = seen & ~among(devices, [*self.target_devices_[target], *shot])
             for i in np.flatnonzero(lacking).tolist():
                 reasons[i].append(f"unmeasured:{target}")
         return reasons

@@ -5,6 +5,7 @@ turn a warning it silences into an error on another."""
 
 import threading
 import warnings
+from collections.abc import Iterator
 
 import pandas as pd
 import pytest
@@ -125,18 +126,19 @@ def test_a_warning_silenced_on_one_thread_stays_silent_while_another_leaves_its_
             warnings.warn("silenced here", RuntimeWarning, stacklevel=1)
 
 
+def _counted(calls: int, taken: list[int], *extra: object) -> Iterator[tuple]:
+    """Calls ``(i, *extra)``, each noted in ``taken`` as the stream takes it."""
+    for i in range(calls):
+        taken.append(i)
+        yield (i, *extra)
+
+
 def test_a_stream_of_calls_runs_side_by_side_in_order_with_few_in_memory(monkeypatch):
     """``stream_local`` takes the calls as they come: two at a time run and one more waits to be taken."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     taken: list[int] = []
-
-    def calls():
-        for i in range(6):
-            taken.append(i)
-            yield (i, barrier)
-
     barrier = threading.Barrier(2, timeout=30)
-    stream = parallel.stream_local(_where, calls(), most=4)
+    stream = parallel.stream_local(_where, _counted(6, taken, barrier), most=4)
     assert next(stream)[0] == 0 and len(taken) == 3  # the first answer waits for at most three calls
     rest = list(stream)
     assert [i for i, _ in rest] == [1, 2, 3, 4, 5]
@@ -152,15 +154,9 @@ def _fails_at_two(i: int) -> int:
 def test_a_failing_call_in_a_stream_stops_it(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     taken: list[int] = []
-
-    def calls():
-        for i in range(100):
-            taken.append(i)
-            yield (i,)
-
     answers: list[int] = []
     with pytest.raises(ValueError, match="call 2 fails"):
-        answers.extend(parallel.stream_local(_fails_at_two, calls(), most=4))
+        answers.extend(parallel.stream_local(_fails_at_two, _counted(100, taken), most=4))
     assert answers == [0, 1] and len(taken) <= 5
 
 
