@@ -73,35 +73,39 @@ FLAT_COLUMNS = (
 )
 
 
+#: Each flat column's place in a row.
+_FLAT_AT = {column: i for i, column in enumerate(FLAT_COLUMNS)}
+
+
 @arch.cached_when_short
-def _flat_one(space: str, notation: str) -> tuple[float, ...]:
+def _flat_one(space: str, notation: str) -> np.ndarray:
+    """One architecture's ``FLAT_COLUMNS`` (read-only: the cache hands the same array to every caller)."""
     g = arch.parse(space, notation)
     depths = g.depths()
     bins = np.minimum((depths / max(depths.max(), 1) * DEPTH_BINS).astype(int), DEPTH_BINS - 1)
-    row = dict.fromkeys(FLAT_COLUMNS, 0.0)
-    row |= {
+    row = np.zeros(len(FLAT_COLUMNS))
+    live, flow = _data_flow(g)
+    counted = {
         "arch_n_nodes": len(g.nodes),
         "arch_n_edges": len(g.edges),
         "arch_depth": int(depths.max()),
         "arch_space": SPACES.index(g.space),
+        **flow,
+        **{f"arch_path_{path}": count for path, count in _short_paths(g).items()},
     }
-    live, flow = _data_flow(g)
-    row |= flow
-    for path, count in _short_paths(g).items():
-        row[f"arch_path_{path}"] = count
+    for column, value in counted.items():
+        row[_FLAT_AT[column]] = value
     for i, (node, depth_bin) in enumerate(zip(g.nodes, bins)):
-        row[f"arch_count_{node.op}"] += 1
-        row[f"arch_live_{node.op}"] += live[i]
-        row[f"arch_d{depth_bin}_{node.op}"] += 1
-        row[f"arch_sum_kernel_{node.op}"] += node.kernel
-        row[f"arch_sum_expansion_{node.op}"] += node.expansion
+        row[_FLAT_AT[f"arch_count_{node.op}"]] += 1
+        row[_FLAT_AT[f"arch_live_{node.op}"]] += live[i]
+        row[_FLAT_AT[f"arch_d{depth_bin}_{node.op}"]] += 1
+        row[_FLAT_AT[f"arch_sum_kernel_{node.op}"]] += node.kernel
+        row[_FLAT_AT[f"arch_sum_expansion_{node.op}"]] += node.expansion
         if i < POSITIONS:
-            row |= {
-                f"arch_p{i}_op": OPS.index(node.op) + 1,
-                f"arch_p{i}_kernel": node.kernel,
-                f"arch_p{i}_expansion": node.expansion,
-            }
-    return tuple(row.values())
+            at = _FLAT_AT[f"arch_p{i}_op"]
+            row[at : at + 3] = (OPS.index(node.op) + 1, node.kernel, node.expansion)
+    row.flags.writeable = False
+    return row
 
 
 def _role(node: Node) -> str | None:
@@ -114,12 +118,12 @@ def _role(node: Node) -> str | None:
     return None  # zero cuts a path; input and output are its ends
 
 
-#: Index of each role sequence of ``PATHS`` (and of the empty sequence, -1 past the end), and the
-#: sequence one more role makes of it (``-1``: longer than ``PATH_OPS``).
+#: Index of each role sequence of ``PATHS`` (and of the empty sequence), and per role the sequences
+#: one more role extends (those shorter than ``PATH_OPS``) and the sequences each becomes (distinct).
 _SEQUENCES = ((), *(tuple(path.split("-")) for path in PATHS))
+_EXTENDABLE = np.array([i for i, seq in enumerate(_SEQUENCES) if len(seq) < PATH_OPS])
 _EXTENDED = {
-    role: np.array([_SEQUENCES.index((*seq, role)) if len(seq) < PATH_OPS else -1 for seq in _SEQUENCES])
-    for role in ROLES
+    role: np.array([_SEQUENCES.index((*_SEQUENCES[i], role)) for i in _EXTENDABLE]) for role in ROLES
 }
 
 
@@ -137,8 +141,7 @@ def _short_paths(g: OpGraph) -> dict[str, float]:
         if role is None:
             continue
         arriving = adjacency[:node, node] @ reaching[:node]
-        kept = _EXTENDED[role] >= 0
-        np.add.at(reaching[node], _EXTENDED[role][kept], arriving[kept])
+        reaching[node, _EXTENDED[role]] = arriving[_EXTENDABLE]  # each extension from one sequence
     ending = adjacency[:, n - 1] @ reaching
     return {path: float(ending[i]) for i, path in enumerate(PATHS, start=1) if ending[i]}
 
@@ -182,7 +185,11 @@ def flat(spaces: np.ndarray, notations: np.ndarray) -> pd.DataFrame:
 
 
 def _flat_rows(codes: np.ndarray, keys: list[str]) -> pd.DataFrame:
-    table = np.array([_flat_one(*key.split("\0", 1)) for key in keys], dtype=float).reshape(len(keys), -1)
+    table = (
+        np.stack([_flat_one(*key.split("\0", 1)) for key in keys])
+        if keys
+        else np.empty((0, len(FLAT_COLUMNS)))
+    )
     return pd.DataFrame(table[codes], columns=FLAT_COLUMNS)
 
 

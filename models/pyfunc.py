@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
+from preflight.features import distinct_rows
 from preflight.models.core import artifacts
 from preflight.models.core.inference import predict_rows
 from preflight.models.core.predictor import Estimates, Predictor
@@ -127,9 +128,12 @@ def rows(task: Task, frame: pd.DataFrame) -> pd.DataFrame:
     """A frame's items (one a row) as the task's canonical rows, as ``Task.items_to_rows`` makes them of
     :func:`items`. An invalid row raises ``ValidationError``, its errors located by row first.
 
-    Where the item's fields validate independently of each other (no validators, serializers or computed
-    fields of its own) and every column holds plain values, each column's distinct values are validated
-    once, together, and spread back over the rows: a batch costs its distinct values, not its rows."""
+    Where the item's fields validate independently of each other (no model validators, serializers or
+    computed fields of its own; a field validator reads at most the fields declared before it, so those
+    validate together with it) and every column holds plain values, each column's distinct values (each
+    distinct combination of the columns that validate together) are validated once, together, and spread
+    back over the rows: a batch costs its distinct values, not its rows. Field validators are taken to
+    answer alike for alike values, as any validator of a value should."""
     distinct = _distinct_values(task, frame)
     if distinct is not None:
         try:
@@ -143,42 +147,62 @@ def rows(task: Task, frame: pd.DataFrame) -> pd.DataFrame:
 _MISSING = object()
 #: The types of a value that a column may be validated by distinct value.
 _PLAIN = frozenset({bool, int, float, str})
-#: What lets one field of an item depend on another, or a row's value be shared between rows.
+#: What lets one field of an item depend on any other, or a row's value be shared between rows.
 _CROSS_FIELD = (
-    "model_validators", "field_validators", "root_validators", "validators", "model_serializers",
-    "field_serializers", "computed_fields",
+    "model_validators", "root_validators", "validators", "model_serializers", "field_serializers",
+    "computed_fields",
 )  # fmt: skip
 
 
 def _distinct_values(task: Task, frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, list]] | None:
-    """Per column, each row's code and the distinct values (``_MISSING`` last where a value is missing);
-    None unless the task's item and the frame's columns allow validating column by column."""
+    """Per column, each row's code and the distinct values (``_MISSING`` where a value is missing); the
+    columns that validate together share their codes, one per distinct combination. None unless the
+    task's item and the frame's columns allow validating column by column."""
     if not _fields_apart(task.item):
         return None
     kinds, distinct = _field_kinds(task), {}
     for column in frame.columns:
-        if column not in kinds or not kinds[column] <= _PLAIN or not _one_plain_type(frame[column]):
+        if column not in kinds or not _plain_values(frame[column]):
             return None
         codes, uniques = pd.factorize(frame[column], use_na_sentinel=True)
         values = [_native(value, kinds[column]) for value in uniques.tolist()]
         if (codes < 0).any():
             codes, values = np.where(codes < 0, len(values), codes), [*values, _MISSING]
         distinct[column] = (codes, values)
+    together = [c for c in _validated_together(task.item) if c in distinct]
+    if len(together) > 1:
+        combination, first = distinct_rows(*(distinct[c][0] for c in together))
+        for c in together:
+            codes, values = distinct[c]
+            distinct[c] = (combination, [values[code] for code in codes[first]])
     return distinct
 
 
 def _fields_apart(item: type[BaseModel]) -> bool:
-    """Whether each of the item's fields validates and dumps on its own, with no mutable default."""
+    """Whether each of the item's fields validates and dumps on its own (or, with a field validator, with
+    the fields before it), with no mutable default."""
     decorators = item.__pydantic_decorators__
     own_post_init = item.model_post_init is not BaseModel.model_post_init
     factories = any(field.default_factory is not None for field in item.model_fields.values())
     return not (any(getattr(decorators, kind) for kind in _CROSS_FIELD) or own_post_init or factories)
 
 
-def _one_plain_type(column: pd.Series) -> bool:
-    """Whether a column's values are of one plain type (an object column may mix ``True`` and ``1``,
-    which hash alike but validate apart, or hold lists)."""
-    return column.dtype != object or len(types := set(map(type, column.dropna()))) <= 1 and types <= _PLAIN
+def _validated_together(item: type[BaseModel]) -> list[str]:
+    """The item's fields up to the last with a field validator, which may read any field declared before
+    it (pydantic's ``ValidationInfo.data``); none where no field has one."""
+    names = list(item.model_fields)
+    validated = {f for d in item.__pydantic_decorators__.field_validators.values() for f in d.info.fields}
+    if "*" in validated:
+        return names
+    return names[: max((names.index(f) + 1 for f in validated if f in names), default=0)]
+
+
+def _plain_values(column: pd.Series) -> bool:
+    """Whether a column's values are of one plain type, whatever else its field takes (an object column
+    may mix ``True`` and ``1``, which hash alike but validate apart, or hold lists)."""
+    if column.dtype == object:
+        return len(types := set(map(type, column.dropna()))) <= 1 and types <= _PLAIN
+    return column.dtype.kind in "biuf" or isinstance(column.dtype, pd.StringDtype)
 
 
 def _spread(task: Task, count: int, distinct: dict[str, tuple[np.ndarray, list]]) -> pd.DataFrame:

@@ -5,9 +5,10 @@ binary target (an event) gets a classifier (LightGBM's ``binary`` objective, pre
 A loaded family that has predicted ``COMPILE_AFTER_ROWS`` rows (a service's, not a one-off load's)
 compiles its boosters to machine code with lleaves (LLVM) in a child process, then predicts with them:
 about 6x LightGBM's speed at 1,000 rows, 4x at one. Each compiled booster is checked against LightGBM
-on the rows that triggered it (``COMPILED_RTOL``) and cached under ``PREFLIGHT_HOME/cache/trees`` by
-the model's text, compiler and CPU, so a model compiles once per home and machine (seconds per 100
-trees) and loads in milliseconds after.
+on the rows that triggered it (``COMPILED_RTOL``; ``COMPILE_CHECK_ROWS`` of them) and cached under
+``PREFLIGHT_HOME/cache/trees`` by the model's text, compiler and CPU, so a model compiles once per home
+and machine (seconds per 100 trees, in the background) and loads in milliseconds after (then at once,
+before the rows that triggered it are predicted).
 A booster that cannot be compiled keeps predicting through LightGBM, said in one log line.
 """
 
@@ -40,6 +41,8 @@ PARALLEL_MIN_ROWS = 20_000
 COMPILE_AFTER_ROWS = 10_000
 #: How far (relative) a compiled booster may differ from LightGBM's to replace it (absolute near zero).
 COMPILED_RTOL, COMPILED_ATOL = 1e-9, 1e-12
+#: Rows (of those that triggered it) a compiled booster is checked on against LightGBM.
+COMPILE_CHECK_ROWS = 1_000
 
 log = logging.getLogger("preflight.models")
 
@@ -56,16 +59,13 @@ def compiled(booster: lgb.Booster) -> Any | None:
     LLVM code in Python, which held the GIL for seconds in the serving process."""
     try:
         import lleaves
-        from llvmlite import binding
 
         text = booster.model_to_string()
-        host = [metadata.version("lleaves"), metadata.version("llvmlite"), binding.get_host_cpu_name()]
-        host.append(binding.get_host_cpu_features().flatten())
-        key = hashlib.sha256("\n".join([text, *host]).encode()).hexdigest()
-        cache = cache_dir()
-        cache.mkdir(parents=True, exist_ok=True)
-        cached = cache / f"{key}.o"
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:  # whole object files only, whoever compiles
+        cached = _object_file(text)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(
+            dir=cached.parent
+        ) as tmp:  # whole object files only, whoever compiles
             model_file = Path(tmp) / "model.txt"
             model_file.write_text(text)
             if not cached.exists():
@@ -77,6 +77,23 @@ def compiled(booster: lgb.Booster) -> Any | None:
     except Exception as exc:  # no lleaves, an objective it lacks, an unwritable cache...
         log.warning("a booster was not compiled; LightGBM predicts (%s: %s)", type(exc).__name__, exc)
         return None
+
+
+def is_cached(booster: lgb.Booster) -> bool:
+    """Whether the cache holds the booster compiled for this machine (so that it loads in milliseconds)."""
+    try:
+        return _object_file(booster.model_to_string()).exists()
+    except ImportError:  # no lleaves: nothing compiles
+        return False
+
+
+def _object_file(text: str) -> Path:
+    """Where the cache keeps a model text compiled by this lleaves and LLVM for this CPU."""
+    from llvmlite import binding
+
+    host = [metadata.version("lleaves"), metadata.version("llvmlite"), binding.get_host_cpu_name()]
+    host.append(binding.get_host_cpu_features().flatten())
+    return cache_dir() / f"{hashlib.sha256(chr(10).join([text, *host]).encode()).hexdigest()}.o"
 
 
 #: What the child process runs: compile a model file to an object file.
@@ -173,9 +190,10 @@ class TreeFamily:
         return pd.DataFrame(out, index=features.X.index)
 
     def _matrix(self, X: pd.DataFrame) -> np.ndarray:
-        """The trained-on columns of ``X`` as floats (numpy skips LightGBM's pandas checks)."""
+        """The trained-on columns of ``X`` as floats, row after row in memory (numpy skips LightGBM's
+        pandas checks; each compiled booster would copy a frame's column-major matrix again)."""
         if list(X.columns) == self.columns_:  # the usual case: selecting them again costs a copy
-            return X.to_numpy(dtype=float)
+            return np.ascontiguousarray(X.to_numpy(dtype=float))
         present = set(X.columns)
         if missing := [c for c in self.columns_ if c not in present]:
             named = ", ".join(missing[:5]) + ("..." if len(missing) > 5 else "")
@@ -183,7 +201,7 @@ class TreeFamily:
                 f"this model was trained on features this version no longer computes ({named}): "
                 "retrain it (`preflight train TASK`)"
             )
-        return X[self.columns_].to_numpy(dtype=float)
+        return np.ascontiguousarray(X[self.columns_].to_numpy(dtype=float))
 
     def _serving(self, rows_until_compile: int | None) -> None:
         """LightGBM predicts until ``rows_until_compile`` rows (None: for good)."""
@@ -192,7 +210,8 @@ class TreeFamily:
         self.lock_ = threading.Lock()
 
     def _count(self, matrix: np.ndarray) -> None:
-        """Compile in the background once a loaded family has predicted ``COMPILE_AFTER_ROWS`` rows."""
+        """Compile once a loaded family has been asked about ``COMPILE_AFTER_ROWS`` rows: here, before
+        they are predicted, where the cache holds every booster; else in the background."""
         if self.rows_until_compile_ is None:
             return
         with self.lock_:
@@ -202,13 +221,17 @@ class TreeFamily:
             if self.rows_until_compile_ > 0:
                 return
             self.rows_until_compile_ = None
+            if all(is_cached(booster) for booster in self.boosters_.values()):
+                self.compile(matrix)
+                return
         # not a daemon: the interpreter waits for it at exit, where a daemon thread inside LLVM crashes it
         threading.Thread(target=self.compile, args=(matrix,), name="preflight-compile").start()
 
     def compile(self, sample: np.ndarray) -> None:
-        """Compile every booster; each replaces LightGBM where it predicts ``sample`` (trained-on
-        columns, as floats) alike."""
+        """Compile every booster; each replaces LightGBM where it predicts the first
+        ``COMPILE_CHECK_ROWS`` rows of ``sample`` (trained-on columns, as floats) alike."""
         self.rows_until_compile_ = None  # once is enough
+        sample = sample[:COMPILE_CHECK_ROWS]
         for name, booster in self.boosters_.items():
             model = compiled(booster)
             if model is None:

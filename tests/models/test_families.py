@@ -5,6 +5,7 @@ saves and loads."""
 import threading
 from dataclasses import replace
 
+import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
@@ -169,6 +170,31 @@ def test_a_loaded_family_compiles_once_it_has_predicted_enough_rows(samples, cac
     assert family.rows_until_compile_ is None and set(family.compiled_) == set(family.boosters_)
     fitted = make_family("tree", GEMM.targets, n_estimators=20).fit(*samples["gemm"])
     assert fitted.rows_until_compile_ is None  # a fresh fit never compiles
+
+
+def test_a_family_whose_boosters_the_cache_holds_compiles_before_the_rows_that_trigger_it(
+    samples, cache, tmp_path, monkeypatch
+):
+    """Loading a cached object file takes milliseconds: the rows that reach ``COMPILE_AFTER_ROWS`` are
+    predicted compiled, with no thread; the check against LightGBM reads ``COMPILE_CHECK_ROWS`` rows."""
+    pytest.importorskip("lleaves")
+    monkeypatch.setattr(tree, "COMPILE_AFTER_ROWS", 50)
+    monkeypatch.setattr(tree, "COMPILE_CHECK_ROWS", 7)
+    first, matrix = small_tree("gemm", samples, tmp_path)
+    first.compile(matrix)  # fills the cache
+    family = tree.TreeFamily.load(tmp_path / "tree")
+    assert all(tree.is_cached(booster) for booster in family.boosters_.values())
+    checked: list[int] = []
+    predict = lgb.Booster.predict
+    monkeypatch.setattr(
+        lgb.Booster, "predict", lambda self, X, **kw: checked.append(len(X)) or predict(self, X, **kw)
+    )
+    features = samples["gemm"][0].take(np.arange(60))
+    estimates = family.predict(features)
+    assert set(family.compiled_) == set(family.boosters_) and family.rows_until_compile_ is None
+    assert "preflight-compile" not in {thread.name for thread in threading.enumerate()}
+    assert checked == [7] * len(family.boosters_)  # the check only: the 60 rows were predicted compiled
+    pd.testing.assert_frame_equal(estimates, first.predict(features), rtol=1e-9)
 
 
 def test_a_booster_that_cannot_be_compiled_predicts_through_lightgbm(

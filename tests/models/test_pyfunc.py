@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from preflight.data import nas as nas_items
 from preflight.data.catalogue import Catalogue
 from preflight.data.gemm import GemmItem
 from preflight.data.settings import Settings
@@ -111,7 +112,7 @@ def test_a_frame_read_column_by_column_gives_the_rows_of_its_items():
 
 @pytest.mark.parametrize("task", all_tasks(), ids=lambda t: t.name)
 def test_every_tasks_examples_read_from_a_frame_as_their_items(task):
-    """Items whose fields check each other (an architecture against its space) or nest go row by row."""
+    """Items whose fields nest go row by row; an architecture is checked against its own row's space."""
     frame = pd.DataFrame(list(task.examples) * 3)
     pd.testing.assert_frame_equal(pyfunc.rows(task, frame), task.items_to_rows(pyfunc.items(task, frame)))
 
@@ -135,6 +136,47 @@ def test_an_invalid_value_read_column_by_column_is_located_by_its_row():
     with pytest.raises(ValidationError) as raised:
         pyfunc.rows(get_task("gemm"), frame)
     assert [error["loc"] for error in raised.value.errors()] == [(2, "m"), (4, "m")]
+
+
+NB201_CELL = get_task("nas-latency").examples[0]["arch"]
+FBNET_CHAIN = "|".join(["k3_e1"] * 22)
+
+
+def test_an_architecture_is_read_with_its_own_rows_space_and_each_distinct_pair_validated_once(monkeypatch):
+    """A field validator reads the fields declared before it (the architecture its space): those
+    validate together, one distinct combination at a time, never row by row."""
+    task = get_task("nas-latency")
+    frame = pd.DataFrame(
+        {
+            "space": ["nb201", "fbnet", "nb201", "fbnet"] * 25,
+            "arch": [NB201_CELL, FBNET_CHAIN] * 50,
+            "dataset": "cifar10",
+            "device": ["Raspberry Pi 5", "Tesla T4"] * 50,
+            "batch_size": 1,
+        }
+    )
+    expected = task.items_to_rows(pyfunc.items(task, frame))
+    checked: list[str] = []
+    original = nas_items.checked_notation
+    monkeypatch.setattr(
+        nas_items, "checked_notation", lambda space, value: checked.append(space) or original(space, value)
+    )
+    monkeypatch.setattr(pyfunc, "items", lambda task, frame: pytest.fail("validated row by row"))
+    pd.testing.assert_frame_equal(pyfunc.rows(task, frame), expected)
+    assert sorted(checked) == ["fbnet", "nb201"]
+
+
+def test_an_architecture_valid_only_in_another_rows_space_is_refused_by_its_row():
+    frame = pd.DataFrame(
+        {
+            "space": ["nb201", "fbnet", "fbnet"],
+            "arch": [NB201_CELL, FBNET_CHAIN, NB201_CELL],
+            "dataset": "cifar10",
+        }
+    )
+    with pytest.raises(ValidationError) as raised:
+        pyfunc.rows(get_task("nas-accuracy"), frame)
+    assert [error["loc"][:2] for error in raised.value.errors()] == [(2, "arch")]
 
 
 def test_mlflow_models_serve_answers_invocations(registry, tmp_path):
