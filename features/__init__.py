@@ -238,3 +238,15 @@ def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes, distinct = pd.factorize(column, use_na_sentinel=False)
         index = pd.factorize(index * len(distinct) + codes)[0]  # compact again: no overflow
     return index, np.unique(index, return_index=True)[1]
+
+
+def rows_of_each(*columns: np.ndarray) -> dict[Any, np.ndarray]:
+    """The rows (positions, ascending) of each distinct value of one column, or of each distinct
+    combination of several (keyed by a tuple), in order of first appearance (a missing value is one)."""
+    columns = tuple(np.asarray(column) for column in columns)
+    index, first = distinct_rows(*columns)
+    rows = np.split(np.argsort(index, kind="stable"), np.cumsum(np.bincount(index))[:-1])
+    keys = (
+        columns[0][first].tolist() if len(columns) == 1 else list(zip(*(c[first].tolist() for c in columns)))
+    )
+    return dict(zip(keys, rows))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from preflight.data.errors import ModelStateError
+from preflight.features import rows_of_each
 from preflight.models.core.conformal import Conformal
 from preflight.models.core.targets import Target
 
@@ -39,10 +40,7 @@ def strata(meta: pd.DataFrame, column: str | None) -> np.ndarray:
 
 def row_groups(sides: np.ndarray, row_strata: np.ndarray) -> RowGroups:
     """Each (side, stratum) and its rows, found once for all of a prediction's targets."""
-    keys = pd.DataFrame({"side": sides, "stratum": row_strata})
-    return {
-        key: rows for key, rows in keys.groupby(["side", "stratum"], sort=False, dropna=False).indices.items()
-    }
+    return rows_of_each(sides, row_strata)
 
 
 def aligned_residual(target: Target, y: pd.Series, predicted: pd.Series) -> np.ndarray:

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
-from preflight.features import Features, among, distinct_rows
+from preflight.features import Features, among, distinct_rows, rows_of_each
 from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families.tree import TreeFamily
@@ -614,9 +614,8 @@ class PhysicsFamily:
 
     def _raw_log_g(self, features: Features) -> np.ndarray:
         """The shape trees' output, before it is shifted and bounded."""
-        trees, out = self._tree_names(features.meta), np.zeros(len(features.X))
-        for tree in pd.unique(trees):
-            rows = np.flatnonzero(trees == tree)
+        out = np.zeros(len(features.X))
+        for tree, rows in rows_of_each(self._tree_names(features.meta)).items():
             out[rows] = self._tree_log_g(str(tree), features, rows)
         return out
 

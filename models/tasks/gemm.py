@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from preflight.data.gemm import GemmItem
-from preflight.features import Features
+from preflight.features import Features, rows_of_each
 from preflight.features import gemm as gemm_features
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task, register
@@ -42,11 +42,10 @@ def _watts(
 
 def _rows_by_kind(kinds: pd.Series, tdp: np.ndarray) -> dict[str, np.ndarray]:
     """The rows (positions) of each device kind the power prior knows, among rows with a TDP."""
-    codes, distinct = pd.factorize(kinds.astype(str))
     with_tdp = np.isfinite(tdp)
     return {
-        kind: np.flatnonzero((codes == code) & with_tdp)
-        for code, kind in enumerate(distinct)
+        kind: rows[with_tdp[rows]]
+        for kind, rows in rows_of_each(kinds.astype(str).to_numpy()).items()
         if kind in power.PHYSICS_PRIOR
     }
 

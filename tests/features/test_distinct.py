@@ -1,0 +1,26 @@
+import numpy as np
+import pandas as pd
+from preflight.features import among, distinct_rows, rows_of_each
+
+
+def test_rows_of_each_value_in_order_of_first_appearance_missing_values_one_group():
+    found = rows_of_each(np.array(["b", "a", None, "b", None, "a"], dtype=object))
+    assert list(found) == ["b", "a", None]
+    assert [rows.tolist() for rows in found.values()] == [[0, 3], [1, 5], [2, 4]]
+
+
+def test_rows_of_each_combination_keyed_by_a_tuple_as_a_groupby_finds_them():
+    sides = np.array(["seen", "unseen", "seen", "seen", "unseen"], dtype=object)
+    strata = np.array(["gpu", "gpu", "cpu", "gpu", np.nan], dtype=object)
+    found = rows_of_each(sides, strata)
+    expected = pd.DataFrame({"s": sides, "t": strata}).groupby(["s", "t"], sort=False, dropna=False).indices
+    assert len(found) == len(expected) == 4
+    assert [rows.tolist() for rows in found.values()] == [[0, 3], [1], [2], [4]]
+    assert list(found)[:3] == [("seen", "gpu"), ("unseen", "gpu"), ("seen", "cpu")]
+    assert rows_of_each(np.array([], dtype=object)) == {}
+
+
+def test_distinct_rows_codes_combinations_and_among_matches_by_hash():
+    index, first = distinct_rows(np.array([1, 2, 1, 2]), np.array(["x", "y", "x", "x"], dtype=object))
+    assert index.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]
+    assert among(np.array(["a", "b", "c"], dtype=object), ["c", "a"]).tolist() == [True, False, True]
