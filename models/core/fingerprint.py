@@ -10,9 +10,11 @@ answers for that device only.
 
 Intervals come from the same adaptation simulated on every reference held out in turn (its own
 machine's settings dropped from the basis, its zero-shot estimate out of fold), scored in units of the
-shots' own leave-one-out spread (shrunk toward the simulation's typical one: a few shots that happen
-to agree must not give a razor-thin interval), per number of shots and per stratum: with a spec
-sheet, and with the spec sheet hidden (a device the catalogue does not know).
+shots' own leave-one-out spread, per number of shots and per stratum: with a spec sheet, and with the
+spec sheet hidden (a device the catalogue does not know). The spread is shrunk toward a prior (a few
+shots that happen to agree must not give a razor-thin interval): the mean error of the references the
+device's mix leans on when they were held out (a phone's from phones), weighted as the mix weighs
+them, the simulation's typical spread for the weight on its own estimate.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ SHOTS = (3, 5, 10, 20, 50)
 DRAWS, SCORED_PER_DRAW = 4, 200
 #: Floor of a spread (1% on a log scale), so that near-identical shots do not give a zero-width interval.
 MIN_SPREAD = 0.01
-#: A device's spread is shrunk toward the typical one of the simulation as if that came from this many
-#: shots: five shots that happen to fit well must not give a razor-thin interval.
+#: A device's spread is shrunk toward its prior one (``prior``) as if that came from this many shots:
+#: five shots that happen to fit well must not give a razor-thin interval.
 PRIOR_SHOTS = 5
 #: Strata of the simulated scores: a device with a spec sheet, and one without.
 STRATA = ("spec", "no-spec")
@@ -96,9 +98,11 @@ class References:
     columns: list[str]
     contexts: pd.DataFrame  # one row per reference setting, indexed by its device id
     machines: pd.Series  # each reference's machine
-    #: target -> stratum -> K -> scores, and the simulation's median spread (``typical``)
+    #: target -> stratum -> K -> scores, the simulation's median spread (``typical``) and each
+    #: reference's mean error when it was held out (``by_reference``, in the order of ``contexts``)
     scores: dict[str, dict[str, dict[int, np.ndarray]]] = field(default_factory=dict)
     typical: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
+    by_reference: dict[str, dict[str, dict[int, np.ndarray]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, features: Features, device: str, machine: str | None) -> References:
@@ -160,9 +164,7 @@ class References:
                 "no-spec": target.kind.to_scale(unspecified[name].to_numpy(dtype=float)),
             }
             z = target.kind.to_scale(Y[name].to_numpy(dtype=float))
-            drawn: dict[str, dict[int, list[tuple[np.ndarray, float]]]] = {
-                s: {k: [] for k in SHOTS} for s in STRATA
-            }
+            drawn: dict[str, dict[int, list[Draw]]] = {s: {k: [] for k in SHOTS} for s in STRATA}
             for position, reference in enumerate(self.contexts.index):
                 rows = np.flatnonzero((devices == reference) & present)
                 others = np.flatnonzero((self.machines != self.machines.iloc[position]).to_numpy())
@@ -177,37 +179,83 @@ class References:
                             rest = np.setdiff1d(np.arange(len(rows)), shots)
                             rest = rng.choice(rest, min(len(rest), SCORED_PER_DRAW), replace=False)
                             mix = Mix.fit(matrix[shots], z[rows][shots])
-                            drawn[stratum][k].append((np.abs(z[rows][rest] - mix(matrix[rest])), mix.spread))
+                            weights = np.zeros(len(self.contexts) + 1)  # over every reference, then its own
+                            weights[np.r_[others, len(self.contexts)]] = mix.weights
+                            errors = np.abs(z[rows][rest] - mix(matrix[rest]))
+                            drawn[stratum][k].append(Draw(errors, mix.spread, position, weights))
             self._score(name, drawn)
 
-    def _score(self, name: str, drawn: dict[str, dict[int, list[tuple[np.ndarray, float]]]]) -> None:
-        """Each draw's errors in units of its shrunk spread, per stratum and K."""
-        self.scores[name], self.typical[name] = {}, {}
+    def _score(self, name: str, drawn: dict[str, dict[int, list[Draw]]]) -> None:
+        """Each draw's errors in units of its spread shrunk toward its prior (``prior``), per stratum
+        and K; the typical spread (the draws' median) and each reference's mean error when held out."""
+        self.scores[name], self.typical[name], self.by_reference[name] = {}, {}, {}
         for stratum, by_k in drawn.items():
-            self.scores[name][stratum], self.typical[name][stratum] = {}, {}
+            self.scores[name][stratum], self.typical[name][stratum], self.by_reference[name][stratum] = (
+                {},
+                {},
+                {},
+            )
             for k, draws in ((k, d) for k, d in by_k.items() if d):
-                typical = float(np.median([spread for _, spread in draws]))
-                self.typical[name][stratum][k] = typical
+                typical = float(np.median([draw.spread for draw in draws]))
+                errors: dict[int, list[np.ndarray]] = {}
+                for draw in draws:
+                    errors.setdefault(draw.reference, []).append(draw.errors)
+                by_reference = np.array(  # hundreds of errors each: steadier than a few shots' spreads
+                    [
+                        float(np.mean(np.concatenate(errors[r]))) if r in errors else typical
+                        for r in range(len(self.contexts))
+                    ]
+                )
+                self.typical[name][stratum][k], self.by_reference[name][stratum][k] = typical, by_reference
                 self.scores[name][stratum][k] = np.concatenate(
-                    [errors / shrunk(spread, typical, k) for errors, spread in draws]
+                    [
+                        draw.errors / shrunk(draw.spread, prior(draw.weights, by_reference, typical), k)
+                        for draw in draws
+                    ]
                 )
 
     def half_width(self, name: str, target: Target, stratum: str, mix: Mix, coverage: float) -> float:
         """The interval's half-width on the target's scale for a device's fingerprint: the score quantile
-        of the largest simulated K at most its shots, times its shrunk spread; NaN where none was
-        simulated."""
+        of the largest simulated K at most its shots, times its spread shrunk toward its prior; NaN
+        where none was simulated."""
         by_k = self.scores.get(name, {}).get(stratum, {})
         ks = [k for k in by_k if k <= mix.shots]
         if not ks:
             return float("nan")
         k = max(ks)
         quantile = Conformal.from_scores(target, by_k[k]).quantile(coverage)
-        return quantile * shrunk(mix.spread, self.typical[name][stratum][k], mix.shots)
+        typical = self.typical[name][stratum][k]
+        by_reference = self.by_reference.get(name, {}).get(stratum, {}).get(k)
+        if by_reference is None or len(by_reference) + 1 != len(mix.weights):  # saved before priors by mix
+            return quantile * shrunk(mix.spread, typical, mix.shots)
+        return quantile * shrunk(mix.spread, prior(mix.weights, by_reference, typical), mix.shots)
 
 
-def shrunk(spread: float, typical: float, shots: int) -> float:
-    """A device's spread from ``shots`` shots, shrunk toward the typical one (``PRIOR_SHOTS``)."""
-    return (shots * spread + PRIOR_SHOTS * typical) / (shots + PRIOR_SHOTS)
+@dataclass(frozen=True)
+class Draw:
+    """One simulated fingerprint: its errors on the rows it did not see, its shots' spread, the
+    reference it stood for (a position in ``contexts``) and its mix's weights over every reference,
+    then over its own estimate."""
+
+    errors: np.ndarray
+    spread: float
+    reference: int
+    weights: np.ndarray
+
+
+def prior(weights: np.ndarray, by_reference: np.ndarray, typical: float) -> float:
+    """The spread a mix's device is expected to have: its references' mean errors when held out,
+    weighted as the mix weighs them; the typical spread for its own estimate's weight (and for a mix of
+    nothing)."""
+    total = float(weights.sum())
+    if total <= 0:
+        return typical
+    return float((weights[:-1] @ by_reference + weights[-1] * typical) / total)
+
+
+def shrunk(spread: float, toward: float, shots: int) -> float:
+    """A device's spread from ``shots`` shots, shrunk toward its prior one (``PRIOR_SHOTS``)."""
+    return (shots * spread + PRIOR_SHOTS * toward) / (shots + PRIOR_SHOTS)
 
 
 def most_informative(basis: np.ndarray, k: int) -> list[int]:
@@ -245,6 +293,12 @@ def save(references: References, directory: Path) -> None:
         for stratum, by_k in by_stratum.items()
         for k, typical in by_k.items()
     }
+    scores |= {
+        f"{name}|{stratum}|{k}|by_reference": spreads
+        for name, by_stratum in references.by_reference.items()
+        for stratum, by_k in by_stratum.items()
+        for k, spreads in by_k.items()
+    }
     np.savez_compressed(directory / SCORES, **scores)
 
 
@@ -257,11 +311,12 @@ def load(directory: Path) -> References | None:
     references = References(list(contexts.columns), contexts, machines)
     with np.load(directory / SCORES) as stored:
         for key in stored.files:
-            name, stratum, k, *typical = key.split("|")
-            if typical:
+            name, stratum, k, *kind = key.split("|")
+            if kind == ["typical"]:
                 references.typical.setdefault(name, {}).setdefault(stratum, {})[int(k)] = float(
                     stored[key][0]
                 )
             else:
-                references.scores.setdefault(name, {}).setdefault(stratum, {})[int(k)] = stored[key]
+                held = references.by_reference if kind == ["by_reference"] else references.scores
+                held.setdefault(name, {}).setdefault(stratum, {})[int(k)] = stored[key]
     return references

@@ -10,7 +10,7 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.models.core.datasets import register_measured_devices
 from preflight.models.core.evaluate import target_metrics, train_test
-from preflight.models.core.fingerprint import Mix, most_informative
+from preflight.models.core.fingerprint import Mix, References, most_informative, prior
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
 
@@ -105,9 +105,45 @@ def test_references_survive_a_save_and_a_load(help_rows, tmp_path):
     loaded = fingerprint.load(tmp_path)
     assert loaded is not None
     pd.testing.assert_frame_equal(loaded.contexts, references.contexts)
-    mix = Mix(np.ones(1), np.zeros(1), 0.0, 0.1, 10)
+    weights = np.r_[np.arange(len(references.contexts)), 1.0]
+    mix = Mix(weights, np.zeros(len(weights)), 0.0, 0.1, 10)
     for stratum in fingerprint.STRATA:
+        np.testing.assert_array_equal(
+            loaded.by_reference["latency_ms"][stratum][10], references.by_reference["latency_ms"][stratum][10]
+        )
         assert loaded.half_width("latency_ms", TASK.targets["latency_ms"], stratum, mix, 0.9) == (
             references.half_width("latency_ms", TASK.targets["latency_ms"], stratum, mix, 0.9)
         )
     assert fingerprint.load(tmp_path / "nothing") is None
+
+
+def test_a_devices_prior_spread_is_that_of_the_references_its_mix_leans_on():
+    """Weighted as the mix weighs them; the weight on its own estimate, or no weight at all, reads the
+    typical spread."""
+    by_reference, typical = np.array([1.0, 5.0, 2.0]), 10.0
+    assert prior(np.array([1.0, 0.0, 3.0, 0.0]), by_reference, typical) == 1.75
+    assert prior(np.array([0.0, 0.0, 0.0, 2.0]), by_reference, typical) == typical
+    assert prior(np.zeros(4), by_reference, typical) == typical
+
+
+def test_a_device_like_the_references_that_were_hard_to_predict_gets_the_wider_interval():
+    """Two devices whose ten shots fit alike: the one whose mix leans on a reference that erred widely
+    when held out gets the wider interval; a mix saved before priors by mix reads the typical spread."""
+    references = References([], pd.DataFrame(index=["steady", "erratic"]), pd.Series(["a", "b"]))
+    scores = np.abs(np.random.default_rng(0).normal(0, 1, 500))
+    references.scores["latency_ms"] = {"no-spec": {10: scores}}
+    references.typical["latency_ms"] = {"no-spec": {10: 0.2}}
+    references.by_reference["latency_ms"] = {"no-spec": {10: np.array([0.05, 0.5])}}
+    target = TASK.targets["latency_ms"]
+
+    def half_width(weights: list[float]) -> float:
+        mix = Mix(np.array(weights), np.zeros(len(weights)), 0.0, 0.1, 10)
+        return references.half_width("latency_ms", target, "no-spec", mix, 0.9)
+
+    steady, erratic, own = (
+        half_width([1.0, 0.0, 0.0]),
+        half_width([0.0, 1.0, 0.0]),
+        half_width([0.0, 0.0, 1.0]),
+    )
+    assert steady < own < erratic
+    assert half_width([1.0, 0.0]) == own  # weights that do not match the references: the typical prior
