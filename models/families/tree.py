@@ -63,9 +63,8 @@ def compiled(booster: lgb.Booster) -> Any | None:
         text = booster.model_to_string()
         cached = _object_file(text)
         cached.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(
-            dir=cached.parent
-        ) as tmp:  # whole object files only, whoever compiles
+        # whole object files only, whoever compiles
+        with tempfile.TemporaryDirectory(dir=cached.parent) as tmp:
             model_file = Path(tmp) / "model.txt"
             model_file.write_text(text)
             if not cached.exists():
@@ -93,7 +92,8 @@ def _object_file(text: str) -> Path:
 
     host = [metadata.version("lleaves"), metadata.version("llvmlite"), binding.get_host_cpu_name()]
     host.append(binding.get_host_cpu_features().flatten())
-    return cache_dir() / f"{hashlib.sha256(chr(10).join([text, *host]).encode()).hexdigest()}.o"
+    key = hashlib.sha256("\n".join([text, *host]).encode()).hexdigest()
+    return cache_dir() / f"{key}.o"
 
 
 #: What the child process runs: compile a model file to an object file.
