@@ -224,11 +224,11 @@ class References:
             return float("nan")
         k = max(ks)
         quantile = Conformal.from_scores(target, by_k[k]).quantile(coverage)
-        typical = self.typical[name][stratum][k]
+        toward = typical = self.typical[name][stratum][k]
         by_reference = self.by_reference.get(name, {}).get(stratum, {}).get(k)
-        if by_reference is None or len(by_reference) + 1 != len(mix.weights):  # saved before priors by mix
-            return quantile * shrunk(mix.spread, typical, mix.shots)
-        return quantile * shrunk(mix.spread, prior(mix.weights, by_reference, typical), mix.shots)
+        if by_reference is not None and len(by_reference) + 1 == len(mix.weights):  # else saved before
+            toward = prior(mix.weights, by_reference, typical)
+        return quantile * shrunk(mix.spread, toward, mix.shots)
 
 
 @dataclass(frozen=True)
@@ -281,25 +281,19 @@ CONTEXTS, SCORES = "fingerprint_contexts.parquet", "fingerprint_scores.npz"
 def save(references: References, directory: Path) -> None:
     """The references' contexts (with their machines) and simulated scores, beside the predictor."""
     references.contexts.assign(**{MACHINE: references.machines}).to_parquet(directory / CONTEXTS)
-    scores: dict[str, Any] = {
-        f"{name}|{stratum}|{k}": values
-        for name, by_stratum in references.scores.items()
-        for stratum, by_k in by_stratum.items()
-        for k, values in by_k.items()
-    }
-    scores |= {
-        f"{name}|{stratum}|{k}|typical": np.array([typical])
-        for name, by_stratum in references.typical.items()
-        for stratum, by_k in by_stratum.items()
-        for k, typical in by_k.items()
-    }
-    scores |= {
-        f"{name}|{stratum}|{k}|by_reference": spreads
-        for name, by_stratum in references.by_reference.items()
-        for stratum, by_k in by_stratum.items()
-        for k, spreads in by_k.items()
-    }
+    typical = {key: np.array([value]) for key, value in _keyed(references.typical, "|typical").items()}
+    scores = _keyed(references.scores) | typical | _keyed(references.by_reference, "|by_reference")
     np.savez_compressed(directory / SCORES, **scores)
+
+
+def _keyed(nested: dict[str, dict[str, dict[int, Any]]], suffix: str = "") -> dict[str, Any]:
+    """Target -> stratum -> K -> value, flat under ``TARGET|STRATUM|K`` plus ``suffix``."""
+    return {
+        f"{name}|{stratum}|{k}{suffix}": value
+        for name, by_stratum in nested.items()
+        for stratum, by_k in by_stratum.items()
+        for k, value in by_k.items()
+    }
 
 
 def load(directory: Path) -> References | None:
