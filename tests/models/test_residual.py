@@ -45,11 +45,16 @@ def _zero_shot(n_subjects: int = 12) -> ZeroShot:
     return ZeroShot.of(TARGETS, Y, oof, subjects, X, {"cycles": "median APE 50"}, seed=0)
 
 
-def _adapt(shots: int, seed: int = 2) -> tuple[ResidualAdaptation, pd.DataFrame, np.ndarray, np.ndarray]:
-    """An adaptation to ``shots`` measurements of a new subject whose residual is 1 + 0.5·knob, and the
+def _adapt(
+    shots: int, seed: int = 2, corner: bool = False
+) -> tuple[ResidualAdaptation, pd.DataFrame, np.ndarray, np.ndarray]:
+    """An adaptation to ``shots`` measurements of a new subject whose residual is 1 + 0.5·knob (the
+    lowest knobs where ``corner``, as a search would pick them, else a random sample), and the
     subject's other rows with their true residual."""
     rng = np.random.default_rng(seed)
     knob = rng.uniform(0, 4, 200)
+    if corner:
+        knob = np.sort(knob)
     X = pd.DataFrame({"knob": knob, "size": 7.0})
     truth = 1 + 0.5 * knob
     measured = pd.DataFrame({"cycles": np.exp(truth[:shots]) * 100})
@@ -80,11 +85,14 @@ def test_measurements_correct_their_subject_and_leave_every_other_untouched():
     assert adaptation.shots("new") == 20 and adaptation.shots("other") == 0
 
 
-def test_intervals_cover_and_narrow_as_measurements_arrive():
+@pytest.mark.parametrize(
+    "corner, counts", [(False, (5, 20, 50)), (True, (20, 30, 50))], ids=["random", "one-corner"]
+)
+def test_intervals_cover_and_narrow_as_measurements_arrive(corner: bool, counts: tuple[int, ...]):
     zero_shot = _zero_shot()
     widths, coverages = [], []
-    for shots in (5, 20, 50):
-        adaptation, X, truth, _ = _adapt(shots)
+    for shots in counts:
+        adaptation, X, truth, _ = _adapt(shots, corner=corner)
         value, low, high = _apply(adaptation, X, np.full(len(X), "new"), zero_shot)
         inside = (np.log(low["cycles"] / 100) <= truth) & (truth <= np.log(high["cycles"] / 100))
         coverages.append(inside.mean())
