@@ -15,6 +15,8 @@ strategy picks, up to ``--budget`` designs:
 - ``greedy unadapted``: the first ``--budget`` designs by the unadapted model's ranking (what
   ``/v1/fpga/explore`` ranks by default: feasible first, fewest predicted cycles).
 - ``random``: ``--budget`` designs drawn at random (mean over ``--draws`` draws).
+- ``shots, K``: K designs drawn at random, the model adapted to them (what ``preflight evaluate fpga
+  --shots K`` does), and the same figures as ``active`` on the rest of the space.
 
 For each strategy: the share of spaces where a truly best valid design (within 5% of the fewest
 cycles any valid design of the space has) was synthesized, and the median regret (fewest cycles
@@ -41,6 +43,7 @@ from sklearn.metrics import roc_auc_score
 
 OUT = Path(__file__).parent / "out" / "fpga_dse.json"
 STARTS = (10, 20, 50)
+RANDOM_SHOTS = (10, 20, 50)
 WITHIN = 0.05
 
 
@@ -64,6 +67,8 @@ def replay_space(
             np.mean([_found(cycles[rng.permutation(len(Y))[:budget]], best)["found"] for _ in range(draws)])
         ),
     }
+    for k in RANDOM_SHOTS:
+        out[f"shots_{k}"] = _random_shots(predictor, features, Y, k, rng)
     x = predictor.design_space(features)
     for start in STARTS:
         out[f"active_{start}"] = _active(predictor, features, Y, x, start, budget, batch, best)
@@ -96,6 +101,18 @@ def _active(
     return {"steps": steps, **_found(cycles[chosen[:budget]], best)}
 
 
+def _random_shots(
+    predictor: Predictor, features: Features, Y: pd.DataFrame, k: int, rng: np.random.Generator
+) -> dict | None:
+    """The figures on the rest of the space after adapting to ``k`` designs drawn at random."""
+    if len(Y) <= k:
+        return None
+    chosen = rng.permutation(len(Y))[:k]
+    adapted = predictor.adapted(features.take(chosen), Y.iloc[chosen].reset_index(drop=True))
+    rest = np.setdiff1d(np.arange(len(Y)), chosen)
+    return _quality(adapted.predict(features.take(rest)), Y, rest)
+
+
 def _quality(estimates, Y: pd.DataFrame, rows: np.ndarray) -> dict:
     """Valid ROC AUC, cycles median APE and 0.9 coverage of estimates for ``rows`` of ``Y``."""
     y = Y.iloc[rows].reset_index(drop=True)
@@ -123,6 +140,8 @@ def summary(spaces: list[dict]) -> dict:
     and step: mean AUC, median of the spaces' cycles median APE, mean coverage."""
     out: dict = {"spaces": len(spaces), "zero_shot": _mean_steps([s["zero_shot"] for s in spaces])}
     out["random"] = {"found_share": float(np.mean([s["random"] for s in spaces]))}
+    for k in RANDOM_SHOTS:
+        out[f"shots_{k}"] = _mean_steps([s[f"shots_{k}"] for s in spaces if s.get(f"shots_{k}")])
     for name in ["greedy_unadapted", *(f"active_{k}" for k in STARTS)]:
         regrets = [s[name]["regret"] for s in spaces]
         out[name] = {
@@ -181,7 +200,7 @@ def main() -> None:
                 print(
                     kernel,
                     tool,
-                    json.dumps({k: v for k, v in result.items() if not k.startswith("active")}),
+                    json.dumps({k: v for k, v in result.items() if not k.startswith(("active", "shots"))}),
                     flush=True,
                 )
         print(f"fold {fold}: {time.perf_counter() - start:.0f} s", flush=True)

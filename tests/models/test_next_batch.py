@@ -46,3 +46,11 @@ def test_improvement_is_over_the_best_synthesized():
     estimates.low.loc[0, "cycles"], estimates.high.loc[0, "cycles"] = 99.9, 100.1
     estimates.low.loc[1, "cycles"], estimates.high.loc[1, "cycles"] = 10, 1_000
     assert next_batch(estimates, np.eye(2) * 10, 1, incumbent=100.0) == [1]
+
+
+def test_part_of_a_batch_learns_where_designs_stop_fitting():
+    # nine fast designs likely to fit and a slow one whose fit is a coin toss: a batch of four takes
+    # three fast ones by improvement and the coin toss, which teaches the most about validity
+    estimates = _estimates(cycles=[100] * 9 + [10_000], valid=[0.95] * 9 + [0.5])
+    chosen = next_batch(estimates, np.eye(10) * 10, 4)
+    assert chosen[-1] == 9 and all(pick < 9 for pick in chosen[:-1])
