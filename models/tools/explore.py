@@ -82,10 +82,12 @@ def explore(
     coverage: float = 0.9,
     batch: int = 0,
     synthesized: Sequence[tuple[Mapping[str, object], float | None]] = (),
+    learn_share: float = LEARN_SHARE,
 ) -> Exploration:
     """Every design's estimates, the feasible ones first by predicted cycles, and ``batch`` designs to
     synthesize next among those not ``synthesized`` yet (their pragmas and measured cycles, None for a
-    design that did not fit; the fewest valid cycles is the incumbent)."""
+    design that did not fit; the fewest valid cycles is the incumbent; ``learn_share`` as
+    ``next_batch`` reads it)."""
     prediction = predict_items(task, predictor, catalogue, list(designs), coverage)
     estimates = prediction.estimates
     fits = feasible(estimates.value, limits, min_valid, likely_share).tolist()
@@ -112,7 +114,9 @@ def explore(
         return Exploration(explored, [])
     measured = [c for _, c in synthesized if c is not None]
     x = predictor.design_space(prediction.features.take(open_))
-    chosen = next_batch(estimates.take(open_), x, batch, min(measured, default=None), limits, coverage)
+    chosen = next_batch(
+        estimates.take(open_), x, batch, min(measured, default=None), limits, coverage, learn_share
+    )
     return Exploration(explored, open_[chosen].tolist())
 
 
@@ -146,12 +150,13 @@ def next_batch(
     incumbent: float | None = None,
     limits: Mapping[str, float] | None = None,
     coverage: float = 0.9,
+    learn_share: float = LEARN_SHARE,
 ) -> list[int]:
     """The candidates to synthesize next, in the order chosen. Most of a batch goes by expected
     improvement in cycles over ``incumbent`` (the fewest cycles of a valid design synthesized so far;
     none: over the slowest candidate, so that the first batch looks for fast designs likely to fit)
     times the probability of fitting (P(valid) times, per limited resource, the probability of
-    staying within its limit); a ``LEARN_SHARE`` of it goes to the designs whose validity is least
+    staying within its limit); a ``learn_share`` of it goes to the designs whose validity is least
     certain, which teach the model where the kernel's designs stop fitting. Each pick damps the
     candidates near it (``x``: their scaled features) so that a batch spreads over the space rather
     than testing one neighbourhood ten times."""
@@ -163,7 +168,7 @@ def next_batch(
     improvement = np.nan_to_num(expected * fit_probability(estimates, limits or {}, z), nan=0.0)
     p_valid = estimates.value["valid"].to_numpy(dtype=float)
     learning = np.nan_to_num(p_valid * (1 - p_valid), nan=0.0)
-    learners = int(round(LEARN_SHARE * size))
+    learners = int(round(learn_share * size))
     chosen = _spread_picks(improvement, x, size - learners, [])
     return _spread_picks(learning, x, learners, chosen)
 
@@ -257,7 +262,14 @@ class ExploreRequest(BaseModel):
         le=MAX_ITEMS,
         description="how many designs to synthesize next (``next``): most chosen for expected improvement "
         "over the best valid design synthesized times the probability of fitting, some for the least "
-        "certain validity, all spread over the space",
+        "certain validity (``learn_share``), all spread over the space",
+    )
+    learn_share: StrictFloat = Field(
+        LEARN_SHARE,
+        ge=0,
+        le=1,
+        description="the share of ``next`` picked where P(valid) is nearest 1/2, to learn where the "
+        "kernel's designs stop fitting, rather than for expected improvement (0: improvement alone)",
     )
 
     def designs_as_items(self, settings: Settings) -> list[FpgaItem]:
@@ -328,6 +340,7 @@ def explore_designs(served: Served, body: ExploreRequest) -> ExploreResponse:
     exploration = explore(
         served.task, predictor, served.catalogue, designs, body.limits.model_dump(),
         body.min_valid_probability, body.likely_valid_share, body.coverage, body.batch, _synthesized(rows),
+        body.learn_share,
     )  # fmt: skip
     return ExploreResponse(
         model=served.model(predictor if body.synthesized else None),

@@ -103,6 +103,7 @@ def test_explore_ranks_feasible_settings_by_cycles(client):
         ("explore", {"kernel": "k-gemm", "designs": [{}, {"__TILE__L2": 2}]}, 422, "designs[1]"),
         ("explore", {"kernel": "k-gemm", "designs": []}, 422, "designs"),
         ("explore", {"kernel": "k-gemm", "designs": [{}], "limits": {"dsp": 1.5}}, 422, "dsp"),
+        ("explore", {"kernel": "k-gemm", "designs": [{}], "learn_share": 1.5}, 422, "learn_share"),
         ("explore", {"graph": "<gexf", "designs": [{}]}, 422, "GEXF"),
         ("explore", {"graph": GEMM, "code": _LOOP_L9, "designs": [{}]}, 422, "__PARA__L9"),
     ],
@@ -168,6 +169,19 @@ def test_explore_names_the_next_designs_to_synthesize(client):
     assert response.headers["X-Preflight-Adaptation"] == result["model"]["adaptation"]
     plain = client.post("/v1/fpga/explore", json={"kernel": "k-mvt", "designs": designs}).json()
     assert plain["next"] == [] and plain["measured"] == 0
+
+
+def test_the_learning_share_picks_where_validity_is_least_certain(client):
+    designs = [{"__PARA__L1": f, "__PARA__L0": g} for f in (1, 2, 4, 8, 16) for g in (1, 4, 16)]
+    body = {"kernel": "k-mvt", "designs": designs, "batch": 1}
+    answers = {
+        share: client.post("/v1/fpga/explore", json=body | {"learn_share": share}).json()
+        for share in (0.0, 1.0)
+    }
+    p_valid = {d["index"]: d["valid"]["value"] for d in answers[1.0]["designs"]}
+    least_certain = min(p_valid, key=lambda i: abs(p_valid[i] - 0.5))
+    assert answers[1.0]["next"] == [least_certain]
+    assert answers[0.0]["next"] != [least_certain]  # improvement alone picks a fast, likely valid one
 
 
 @pytest.mark.parametrize(
