@@ -169,19 +169,21 @@ def next_batch(
     p_valid = estimates.value["valid"].to_numpy(dtype=float)
     learning = np.nan_to_num(p_valid * (1 - p_valid), nan=0.0)
     learners = int(round(learn_share * size))
-    chosen = _spread_picks(improvement, x, size - learners, [])
-    return _spread_picks(learning, x, learners, chosen)
+    return _spread_picks([(improvement, size - learners), (learning, learners)], x)
 
 
-def _spread_picks(score: np.ndarray, x: np.ndarray, count: int, chosen: list[int]) -> list[int]:
-    """``chosen`` followed by up to ``count`` more candidates, each the best by ``score`` once every
-    earlier pick has damped its neighbours."""
-    chosen = list(chosen)
-    score = score * np.prod([_damping(x, pick) for pick in chosen], axis=0) if chosen else score
-    for _ in range(min(count, len(score) - len(chosen))):
-        pick = int(np.argmax(np.where(np.isin(np.arange(len(score)), chosen), -np.inf, score)))
-        chosen.append(pick)
-        score = score * _damping(x, pick)
+def _spread_picks(phases: Sequence[tuple[np.ndarray, int]], x: np.ndarray) -> list[int]:
+    """Up to ``count`` candidates per phase ``(score, count)``, in turn, each the best by its phase's
+    score once every earlier pick (of any phase) has damped its neighbours."""
+    chosen: list[int] = []
+    damping = np.ones(len(x))
+    for score, count in phases:
+        score = score * damping
+        for _ in range(min(count, len(score) - len(chosen))):
+            pick = int(np.argmax(np.where(np.isin(np.arange(len(score)), chosen), -np.inf, score)))
+            chosen.append(pick)
+            near = _damping(x, pick)
+            score, damping = score * near, damping * near
     return chosen
 
 
