@@ -91,9 +91,10 @@ def load(directory: Path) -> Predictor:
             pd.read_parquet(directory / "zero_shot.parquet"),
             Scaler.from_state(zero_shot["scaler"]),
         )
-        predictor.zero_shot_ = ZeroShot(
-            table.pop(SUBJECT).to_numpy(dtype=str), scaler, scaler(predictor.train_[0].X), table,
-            zero_shot["quality"], predictor.seed,
+        subjects, (train_features, train_Y) = table.pop(SUBJECT).to_numpy(dtype=str), predictor.train_
+        predictor.zero_shot_ = ZeroShot.restored(
+            task.targets, train_Y, table, subjects, scaler, train_features.X, zero_shot["quality"],
+            predictor.seed,
         )  # fmt: skip
     predictor.references_ = fingerprint.load(directory)
     return predictor

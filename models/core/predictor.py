@@ -311,9 +311,8 @@ class Predictor:
         if self.zero_shot_ is not None:
             unadapted = self._calibrated(shot_features, CALIBRATED_COVERAGE)[0]
             new.residual_ = ResidualAdaptation.fit(
-                self.task.targets, self.zero_shot_.scaler, shot_features, shot_Y, unadapted,
-                self._subjects(shot_features.meta),
-            )  # fmt: skip
+                self.zero_shot_, shot_features, shot_Y, unadapted, self._subjects(shot_features.meta)
+            )
             return new
         if self._adapts_itself:
             new.family_ = self.base_family_.adapt(shot_features, shot_Y)  # type: ignore[attr-defined]
@@ -439,9 +438,7 @@ class Predictor:
         subjects = self._subjects(features.meta)
         notes: list[list[str]] = []
         if self.residual_ is not None and self.zero_shot_ is not None:
-            self.residual_.apply(
-                self.task.targets, features, subjects, value, low, high, self.zero_shot_, coverage
-            )
+            self.residual_.apply(features, subjects, value, low, high, self.zero_shot_, coverage)
             notes = [[f"adapted:{k}"] if (k := self.residual_.shots(s)) else [] for s in subjects]
         reasons = self._reasons(features, self._devices(features.meta), subjects, list(value.columns))
         estimates = Estimates(value, low, high, reasons, notes)
@@ -476,7 +473,7 @@ class Predictor:
         measured on a device seen in training."""
         reasons = self.envelope_.reasons(features.X, features.meta)
         measured = (
-            list(self.shots_) + list(self.mixes_) + list(self.residual_.processes if self.residual_ else [])
+            list(self.shots_) + list(self.mixes_) + list(self.residual_.corrections if self.residual_ else [])
         )
         for i in np.flatnonzero(among(subjects, measured)).tolist():  # measured by the user
             reasons[i] = [r for r in reasons[i] if r != f"unseen:{self.task.subject}={subjects[i]}"]

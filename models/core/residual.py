@@ -2,14 +2,19 @@
 model's answers for that subject only.
 
 Per subject and target, a Gaussian process (scikit-learn: constant × RBF plus white noise, fitted by
-marginal likelihood on normalised residuals) learns the residual of the unadapted predictor's
-estimates, on the target's scale, over the measured rows' features: near a measured design it
-follows the measurement, far from every one it reverts to their mean (the subject's offset).
+marginal likelihood) learns from the measured rows what the unadapted predictor gets wrong: near a
+measured design it follows the measurement, far from every one it reverts to what the measurements
+share. For a quantity (cycles, a resource) the process learns the measurement on the target's scale
+over the rows' features and the unadapted estimate, weighted by whichever of ``ESTIMATE_WEIGHTS``
+explains the measurements best (``Correction``): on a kernel never seen the estimates often rank its
+designs little better than chance, and a process told to follow them (learning their residual alone)
+erred more than one that may ignore them (docs/BENCHMARKS.md, issue 27). For an event (a design that
+fits) it learns the residual of the probability, which carries what the trees learned about fitting.
 Features are scaled by their spread within a subject in training (``Scaler``), so what differs
 between a subject's rows (pragma values) sets the distance and what they share (the graph) drops out.
 
 Intervals are the process's predictive spread times a quantile of scores ``|r - μ| / σ`` from the
-same adaptation simulated on the training subjects' zero-shot residuals (``ZeroShot``: out of fold,
+same adaptation simulated on the training subjects' zero-shot estimates (``ZeroShot``: out of fold,
 each subject held out) with as many measurements, so they are calibrated on subjects the model
 never saw and shrink as measurements arrive. A subject's measurements are seldom a random sample: a
 search synthesizes the promising corner of a space and asks about the rest. So the simulation draws
@@ -42,6 +47,9 @@ MIN_SHOTS = SHOTS[0]
 DRAWS, SCORED_PER_DRAW = 2, 300
 #: A probability corrected by residuals stays this far inside (0, 1).
 EVENT_MARGIN = 1e-3
+#: Weights a quantity's unadapted estimate may carry among its process's inputs, in units of the
+#: estimates' spread within a training subject (0: the process ignores it).
+ESTIMATE_WEIGHTS = (0.0, 2.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,7 @@ class Scaler:
     @classmethod
     def fit(cls, X: pd.DataFrame, subjects: np.ndarray) -> Scaler:
         numeric = X.select_dtypes("number")
-        deviation = numeric - numeric.groupby(subjects).transform("mean")
-        spread = np.sqrt((deviation**2).mean()).fillna(0.0)
+        spread = _spread_within(numeric, subjects).fillna(0.0)
         varying = spread[spread > 1e-9]
         return cls(tuple(varying.index), varying.to_numpy(dtype=float))
 
@@ -72,30 +79,75 @@ class Scaler:
         return cls(tuple(state["columns"]), np.asarray(state["spread"], dtype=float))
 
 
-def gaussian_process(x: np.ndarray, residual: np.ndarray) -> GaussianProcessRegressor:
-    """A process fitted to residuals at scaled features (length scale from a few to many spreads)."""
+def _spread_within(frame: pd.DataFrame, subjects: np.ndarray) -> pd.Series:
+    """Per column, the root mean square of each row's deviation from its subject's mean (NaN skipped)."""
+    deviation = frame - frame.groupby(subjects).transform("mean")
+    return np.sqrt((deviation**2).mean())
+
+
+def gaussian_process(x: np.ndarray, y: np.ndarray) -> GaussianProcessRegressor:
+    """A process fitted to values at scaled features (length scale from a few to many spreads)."""
     kernel = ConstantKernel(1.0, (1e-2, 1e2)) * RBF(5.0, (0.5, 100.0)) + WhiteKernel(0.1, (1e-3, 10.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return GaussianProcessRegressor(kernel, normalize_y=True, random_state=0).fit(x, residual)
+        return GaussianProcessRegressor(kernel, normalize_y=True, random_state=0).fit(x, y)
 
 
-def _correct(process: GaussianProcessRegressor, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The residual's mean and spread at scaled features."""
-    mean, spread = process.predict(x, return_std=True)
-    return mean, np.maximum(spread, 1e-6)
+@dataclass(frozen=True)
+class Correction:
+    """One subject's process for one target, and how many measurements it read. ``weight`` is
+    ``None`` where the process learns the residual over the features alone (an event); otherwise it
+    learns the measurement over the features and the estimate, times ``weight`` per ``unit``."""
+
+    process: GaussianProcessRegressor
+    shots: int
+    weight: float | None = None
+    unit: float = 1.0
+
+    @classmethod
+    def fit(
+        cls, x: np.ndarray, estimate: np.ndarray, residual: np.ndarray, target: Target, unit: float
+    ) -> Correction:
+        """From measured rows' scaled features, unadapted estimates and residuals (target's scale)."""
+        if target.kind.event:
+            return cls(gaussian_process(x, residual), len(residual))
+        measured = estimate + residual
+        fits = {
+            w: gaussian_process(_with_estimate(x, estimate, w / unit), measured) for w in ESTIMATE_WEIGHTS
+        }
+        weight = max(fits, key=lambda w: fits[w].log_marginal_likelihood_value_)
+        return cls(fits[weight], len(residual), weight, unit)
+
+    def residual(self, x: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The residual's mean and spread at scaled features and unadapted estimates (target's scale)."""
+        if self.weight is None:
+            mean, spread = self.process.predict(x, return_std=True)
+        else:
+            mean, spread = self.process.predict(
+                _with_estimate(x, estimate, self.weight / self.unit), return_std=True
+            )
+            mean = mean - estimate
+        return mean, np.maximum(spread, 1e-6)
+
+
+def _with_estimate(x: np.ndarray, estimate: np.ndarray, scale: float) -> np.ndarray:
+    """Scaled features and the estimate as one more input (a missing estimate reads 0: its row's
+    answer stays missing)."""
+    return np.column_stack([x, scale * np.nan_to_num(estimate)])
 
 
 @dataclass
 class ZeroShot:
-    """The training subjects' zero-shot residuals per target (``residuals``: one row per training row,
-    NaN where unmeasured) at their scaled features (``x``, by ``scaler``), on which K-measurement
-    adaptation is simulated once per target and K (cached); ``quality``: how good the zero-shot
-    estimates were, per target, in words."""
+    """The training subjects' zero-shot estimates (out of fold, on each target's scale) and their
+    residuals per target (one row per training row, NaN where unmeasured) at their scaled features
+    (``x``, by ``scaler``), on which K-measurement adaptation is simulated once per target and K
+    (cached); ``quality``: how good the zero-shot estimates were, per target, in words."""
 
+    targets: dict[str, Target]
     subjects: np.ndarray
     scaler: Scaler
     x: np.ndarray
+    estimates: pd.DataFrame
     residuals: pd.DataFrame
     quality: dict[str, str]
     seed: int = 0
@@ -108,8 +160,24 @@ class ZeroShot:
     ) -> ZeroShot:  # fmt: skip
         """From the measurements and their out-of-fold estimates, each subject held out."""
         residuals = pd.DataFrame({t: aligned_residual(targets[t], Y[t], oof[t]) for t in Y.columns})
-        scaler = Scaler.fit(X, subjects)
-        return cls(np.asarray(subjects, dtype=str), scaler, scaler(X), residuals, quality, seed)
+        return cls.restored(targets, Y, residuals, subjects, Scaler.fit(X, subjects), X, quality, seed)
+
+    @classmethod
+    def restored(
+        cls, targets: dict[str, Target], Y: pd.DataFrame, residuals: pd.DataFrame, subjects: np.ndarray,
+        scaler: Scaler, X: pd.DataFrame, quality: dict[str, str], seed: int,
+    ) -> ZeroShot:  # fmt: skip
+        """From the measurements and their residuals (the estimates are what the residuals miss)."""
+        estimates = pd.DataFrame(
+            {t: _on_scale(targets[t], Y[t]) - residuals[t].to_numpy(dtype=float) for t in residuals.columns}
+        )
+        subjects = np.asarray(subjects, dtype=str)
+        return cls(targets, subjects, scaler, scaler(X), estimates, residuals, quality, seed)
+
+    def unit(self, target: str) -> float:
+        """The spread of a target's estimates within a training subject (1 where they never vary)."""
+        spread = float(_spread_within(self.estimates[[target]], self.subjects).iloc[0])
+        return spread if np.isfinite(spread) and spread > 1e-9 else 1.0
 
     def scores(self, target: str, shots: int) -> np.ndarray:
         """Scores ``|r - μ| / σ`` of a simulated adaptation to ``shots`` measurements (the nearest
@@ -122,13 +190,17 @@ class ZeroShot:
     def _simulate(self, target: str, k: int) -> np.ndarray:
         rng = np.random.default_rng(self.seed)
         residual = self.residuals[target].to_numpy(dtype=float)
+        estimate, unit = self.estimates[target].to_numpy(dtype=float), self.unit(target)
         scores = []
         for subject in np.unique(self.subjects):
             rows = np.flatnonzero((self.subjects == subject) & np.isfinite(residual))
             for draw in range(2 * DRAWS if len(rows) > k else 0):
                 shots = self._neighbourhood(rows, k, rng) if draw % 2 else rng.permutation(rows)[:k]
                 scored = rng.permutation(np.setdiff1d(rows, shots))[:SCORED_PER_DRAW]
-                mean, spread = _correct(gaussian_process(self.x[shots], residual[shots]), self.x[scored])
+                correction = Correction.fit(
+                    self.x[shots], estimate[shots], residual[shots], self.targets[target], unit
+                )
+                mean, spread = correction.residual(self.x[scored], estimate[scored])
                 scores.append(np.abs(residual[scored] - mean) / spread)
         return np.concatenate(scores) if scores else np.array([])
 
@@ -139,61 +211,75 @@ class ZeroShot:
         return rows[np.lexsort((rng.random(len(rows)), distance))[:k]]
 
 
+def _on_scale(target: Target, y: pd.Series) -> np.ndarray:
+    """Measurements on the target's scale, NaN where unusable."""
+    values = np.full(len(y), np.nan)
+    present = target.present(y)
+    values[present] = target.kind.to_scale(y[present].to_numpy(dtype=float))
+    return values
+
+
 @dataclass
 class ResidualAdaptation:
-    """Per measured subject and target, the process over its residuals and how many measurements
-    it read."""
+    """Per measured subject and target, the correction its measurements taught."""
 
     scaler: Scaler
-    processes: dict[str, dict[str, tuple[GaussianProcessRegressor, int]]]
+    corrections: dict[str, dict[str, Correction]]
 
     @classmethod
     def fit(
-        cls, targets: dict[str, Target], scaler: Scaler, features: Features, Y: pd.DataFrame,
-        estimates: pd.DataFrame, subjects: np.ndarray,
+        cls, zero_shot: ZeroShot, features: Features, Y: pd.DataFrame, estimates: pd.DataFrame,
+        subjects: np.ndarray,
     ) -> ResidualAdaptation:  # fmt: skip
-        """Processes over each subject's residuals of ``estimates`` (the unadapted predictor's) for the
-        measurements ``Y``."""
-        x = scaler(features.X)
-        processes: dict[str, dict[str, tuple[GaussianProcessRegressor, int]]] = {}
+        """Corrections of each subject's ``estimates`` (the unadapted predictor's) by the measurements
+        ``Y``."""
+        x = zero_shot.scaler(features.X)
+        corrections: dict[str, dict[str, Correction]] = {}
         for subject in np.unique(subjects):
             rows = subjects == subject
             for name in Y.columns.intersection(estimates.columns):
-                residual = aligned_residual(targets[name], Y[name][rows], estimates[name][rows])
+                target = zero_shot.targets[name]
+                residual = aligned_residual(target, Y[name][rows], estimates[name][rows])
                 usable = np.isfinite(residual)
                 if usable.sum() >= MIN_SHOTS:
-                    process = gaussian_process(x[rows][usable], residual[usable])
-                    processes.setdefault(str(subject), {})[name] = (process, int(usable.sum()))
-        return cls(scaler, processes)
+                    estimate = target.kind.to_scale(estimates[name][rows].to_numpy(dtype=float)[usable])
+                    correction = Correction.fit(
+                        x[rows][usable], estimate, residual[usable], target, zero_shot.unit(name)
+                    )
+                    corrections.setdefault(str(subject), {})[name] = correction
+        return cls(zero_shot.scaler, corrections)
 
     def shots(self, subject: str) -> int:
         """How many measurements of a subject adapted it (the most over its targets)."""
-        return max((k for _, k in self.processes.get(subject, {}).values()), default=0)
+        return max((c.shots for c in self.corrections.get(subject, {}).values()), default=0)
 
     def apply(
-        self, targets: dict[str, Target], features: Features, subjects: np.ndarray, value: pd.DataFrame,
-        low: pd.DataFrame, high: pd.DataFrame, zero_shot: ZeroShot, coverage: float,
+        self, features: Features, subjects: np.ndarray, value: pd.DataFrame, low: pd.DataFrame,
+        high: pd.DataFrame, zero_shot: ZeroShot, coverage: float,
     ) -> None:  # fmt: skip
         """Corrects the rows of measured subjects in place: estimates moved by the residual's mean,
         intervals its spread times the simulated adaptation's score quantile."""
-        for subject, per_target in self.processes.items():
+        for subject, per_target in self.corrections.items():
             rows = np.flatnonzero(subjects == subject)
             if not len(rows):
                 continue
             x = self.scaler(features.X.iloc[rows])
-            for name, (process, shots) in per_target.items():
+            for name, correction in per_target.items():
                 if name not in value:
                     continue
-                target, column = targets[name], value.columns.get_loc(name)
-                mean, spread = _correct(process, x)
-                estimate = target.shift(value.iloc[rows, column].to_numpy(dtype=float), mean)
+                target, column = zero_shot.targets[name], value.columns.get_loc(name)
+                unadapted = value.iloc[rows, column].to_numpy(dtype=float)
+                mean, spread = correction.residual(x, target.kind.to_scale(unadapted))
+                estimate = target.shift(unadapted, mean)
                 if target.kind.event:  # a probability: its bounds move with it
                     estimate = np.clip(estimate, EVENT_MARGIN, 1 - EVENT_MARGIN)
                     bounds = tuple(
                         target.shift(f.iloc[rows, column].to_numpy(dtype=float), mean) for f in (low, high)
                     )
                 else:
-                    q = Conformal.from_scores(target, zero_shot.scores(name, shots)).quantile(coverage)
+                    q = Conformal.from_scores(target, zero_shot.scores(name, correction.shots)).quantile(
+                        coverage
+                    )
                     bounds = target.interval(estimate, q * spread)
                 for frame, values in zip((value, low, high), (estimate, *bounds)):
                     frame.iloc[rows, column] = target.clip(values)
