@@ -10,8 +10,8 @@ strategy picks, up to ``--budget`` designs:
 - ``active, k=K``: the unadapted model picks K designs (``models.explore.next_batch``: expected
   improvement in cycles times the probability of fitting, spread over the space); then, in batches
   of ``--batch``, the model adapted to every design synthesized so far (``Predictor.adapted``: a
-  process per target over the kernel's designs) picks the next. After each adaptation: the valid ROC AUC, the cycles median APE
-  and the 0.9 interval coverage on the designs not synthesized yet.
+  process per target over the kernel's designs) picks the next. After each adaptation: the valid
+  ROC AUC, the cycles median APE and the 0.9 interval coverage on the designs not synthesized yet.
 - ``greedy unadapted``: the first ``--budget`` designs by the unadapted model's ranking (what
   ``/v1/fpga/explore`` ranks by default: feasible first, fewest predicted cycles).
 - ``random``: ``--budget`` designs drawn at random (mean over ``--draws`` draws).
