@@ -13,10 +13,11 @@ fits) it learns the residual of the probability, which carries what the trees le
 Features are scaled by their spread within a subject in training (``Scaler``), so what differs
 between a subject's rows (pragma values) sets the distance and what they share (the graph) drops out.
 
-Intervals are the process's predictive spread times a quantile of scores ``|r - μ| / σ`` from the
-same adaptation simulated on the training subjects' zero-shot estimates (``ZeroShot``: out of fold,
-each subject held out) with as many measurements, so they are calibrated on subjects the model
-never saw and shrink as measurements arrive. A subject's measurements are seldom a random sample: a
+Intervals are the process's predictive spread times a quantile of scores ``|r - μ| / σ`` (or, with
+few measurements, one width: a quantile of ``|r - μ|``) from the same adaptation simulated on the
+training subjects' zero-shot estimates (``ZeroShot``: out of fold, each subject held out) with as
+many measurements, so they are calibrated on subjects the model never saw and shrink as
+measurements arrive. A subject's measurements are seldom a random sample: a
 search synthesizes the promising corner of a space and asks about the rest. So the simulation draws
 them both ways, at random and as one neighbourhood (a random design and its nearest), and the
 intervals hold for either (a random-only simulation left those of a replayed search short: see
@@ -136,6 +137,27 @@ def _with_estimate(x: np.ndarray, estimate: np.ndarray, scale: float) -> np.ndar
     return np.column_stack([x, scale * np.nan_to_num(estimate)])
 
 
+@dataclass(frozen=True)
+class Simulation:
+    """An adaptation simulated on training subjects: at each held-out row, the process's error
+    ``|r - μ|`` and its spread ``σ``."""
+
+    error: np.ndarray
+    spread: np.ndarray
+
+    def half_width(self, target: Target, coverage: float, spread: np.ndarray) -> np.ndarray:
+        """Intervals' half-widths (target's scale) at ``coverage`` for rows whose process spread is
+        ``spread``: the spread times the quantile of ``|r - μ| / σ``, or one width for every row (the
+        quantile of ``|r - μ|``) where that was narrower in the simulation at the median. A process
+        fitted to a handful of measurements knows its spread poorly: from two designs, spread-scaled
+        intervals were e^±50 wide at the median, one width e^±3."""
+        scaled = Conformal.from_scores(target, self.error / self.spread).quantile(coverage)
+        flat = Conformal.from_scores(target, self.error).quantile(coverage)
+        if len(self.spread) and np.median(scaled * self.spread) <= flat:
+            return scaled * spread
+        return np.full(len(spread), flat)
+
+
 @dataclass
 class ZeroShot:
     """The training subjects' zero-shot estimates (out of fold, on each target's scale) and their
@@ -151,7 +173,7 @@ class ZeroShot:
     residuals: pd.DataFrame
     quality: dict[str, str]
     seed: int = 0
-    _scores: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False)
+    _simulations: dict[tuple[str, int], Simulation] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(
@@ -179,19 +201,19 @@ class ZeroShot:
         spread = float(_spread_within(self.estimates[[target]], self.subjects).iloc[0])
         return spread if np.isfinite(spread) and spread > 1e-9 else 1.0
 
-    def scores(self, target: str, shots: int) -> np.ndarray:
-        """Scores ``|r - μ| / σ`` of a simulated adaptation to ``shots`` measurements (the nearest
-        simulated count at most that)."""
+    def simulation(self, target: str, shots: int) -> Simulation:
+        """The adaptation to ``shots`` measurements (the nearest simulated count at most that),
+        simulated on the training subjects."""
         k = max(s for s in SHOTS if s <= max(shots, MIN_SHOTS))
-        if (target, k) not in self._scores:
-            self._scores[target, k] = self._simulate(target, k)
-        return self._scores[target, k]
+        if (target, k) not in self._simulations:
+            self._simulations[target, k] = self._simulate(target, k)
+        return self._simulations[target, k]
 
-    def _simulate(self, target: str, k: int) -> np.ndarray:
+    def _simulate(self, target: str, k: int) -> Simulation:
         rng = np.random.default_rng(self.seed)
         residual = self.residuals[target].to_numpy(dtype=float)
         estimate, unit = self.estimates[target].to_numpy(dtype=float), self.unit(target)
-        scores = []
+        errors, spreads = [np.array([])], [np.array([])]
         for subject in np.unique(self.subjects):
             rows = np.flatnonzero((self.subjects == subject) & np.isfinite(residual))
             for draw in range(2 * DRAWS if len(rows) > k else 0):
@@ -201,8 +223,9 @@ class ZeroShot:
                     self.x[shots], estimate[shots], residual[shots], self.targets[target], unit
                 )
                 mean, spread = correction.residual(self.x[scored], estimate[scored])
-                scores.append(np.abs(residual[scored] - mean) / spread)
-        return np.concatenate(scores) if scores else np.array([])
+                errors.append(np.abs(residual[scored] - mean))
+                spreads.append(spread)
+        return Simulation(np.concatenate(errors), np.concatenate(spreads))
 
     def _neighbourhood(self, rows: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
         """A random row and its ``k - 1`` nearest (by scaled features), ties broken at random."""
@@ -258,7 +281,7 @@ class ResidualAdaptation:
         high: pd.DataFrame, zero_shot: ZeroShot, coverage: float,
     ) -> None:  # fmt: skip
         """Corrects the rows of measured subjects in place: estimates moved by the residual's mean,
-        intervals its spread times the simulated adaptation's score quantile."""
+        intervals as wide as the simulated adaptation's errors (``Simulation.half_width``)."""
         for subject, per_target in self.corrections.items():
             rows = np.flatnonzero(subjects == subject)
             if not len(rows):
@@ -277,9 +300,7 @@ class ResidualAdaptation:
                         target.shift(f.iloc[rows, column].to_numpy(dtype=float), mean) for f in (low, high)
                     )
                 else:
-                    q = Conformal.from_scores(target, zero_shot.scores(name, correction.shots)).quantile(
-                        coverage
-                    )
-                    bounds = target.interval(estimate, q * spread)
+                    simulation = zero_shot.simulation(name, correction.shots)
+                    bounds = target.interval(estimate, simulation.half_width(target, coverage, spread))
                 for frame, values in zip((value, low, high), (estimate, *bounds)):
                     frame.iloc[rows, column] = target.clip(values)

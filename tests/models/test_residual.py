@@ -102,11 +102,11 @@ def test_intervals_cover_and_narrow_as_measurements_arrive(corner: bool, counts:
     assert widths[0] > widths[1] > widths[2], widths
 
 
-def test_simulated_scores_are_cached_per_measurement_count():
+def test_simulations_are_cached_per_measurement_count():
     zero_shot = _zero_shot(4)
-    first = zero_shot.scores("cycles", 12)
-    assert zero_shot.scores("cycles", 10) is first  # 10 and 12 both read the simulation at 10
-    assert len(first) > 0 and np.all(first >= 0)
+    first = zero_shot.simulation("cycles", 12)
+    assert zero_shot.simulation("cycles", 10) is first  # 10 and 12 both read the simulation at 10
+    assert len(first.error) == len(first.spread) > 0 and np.all(first.error >= 0)
 
 
 def test_estimates_that_rank_a_subjects_rows_at_random_are_ignored():
@@ -127,3 +127,16 @@ def test_estimates_that_rank_a_subjects_rows_at_random_are_ignored():
     adaptation.apply(rest, np.full(len(value), "new"), value, low, high, _zero_shot(), 0.9)
     error = np.abs(np.log(value["cycles"] / 100) - truth[shots:])
     assert np.median(error) < 0.1  # the estimates' own error is ~0.67 in log
+
+
+def test_two_measurements_never_widen_what_knowing_none_gives():
+    """A process fitted to two designs knows its spread poorly: the interval takes one width for
+    every row, calibrated by the same simulation, and stays inside the band the zero-shot residuals
+    of the training subjects span."""
+    zero_shot = _zero_shot()
+    adaptation, X, truth, _ = _adapt(2)
+    value, low, high = _apply(adaptation, X, np.full(len(X), "new"), zero_shot)
+    inside = (np.log(low["cycles"] / 100) <= truth) & (truth <= np.log(high["cycles"] / 100))
+    zero_shot_band = 2 * np.quantile(np.abs(zero_shot.residuals["cycles"]), 0.9)
+    assert inside.mean() >= 0.8
+    assert np.median(np.log(high["cycles"] / low["cycles"])) < zero_shot_band
