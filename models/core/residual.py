@@ -13,12 +13,12 @@ fits) it learns the residual of the probability, which carries what the trees le
 Features are scaled by their spread within a subject in training (``Scaler``), so what differs
 between a subject's rows (pragma values) sets the distance and what they share (the graph) drops out.
 
-Intervals are the process's predictive spread times a quantile of scores ``|r - μ| / σ`` (or, with
-few measurements, one width: a quantile of ``|r - μ|``) from the same adaptation simulated on the
-training subjects' zero-shot estimates (``ZeroShot``: out of fold, each subject held out) with as
-many measurements, so they are calibrated on subjects the model never saw and shrink as
-measurements arrive. A subject's measurements are seldom a random sample: a
-search synthesizes the promising corner of a space and asks about the rest. So the simulation draws
+Intervals are the process's predictive spread times a quantile of scores ``|r - μ| / σ`` (or one
+width, a quantile of ``|r - μ|``, where that was the narrower: with few measurements) from the same
+adaptation simulated on the training subjects' zero-shot estimates (``ZeroShot``: out of fold, each
+subject held out) with as many measurements, so they are calibrated on subjects the model never saw
+and shrink as measurements arrive. A subject's measurements are seldom a random sample: a search
+synthesizes the promising corner of a space and asks about the rest. So the simulation draws
 them both ways, at random and as one neighbourhood (a random design and its nearest), and the
 intervals hold for either (a random-only simulation left those of a replayed search short: see
 docs/BENCHMARKS.md, issue 27).
@@ -132,9 +132,9 @@ class Correction:
 
 
 def _with_estimate(x: np.ndarray, estimate: np.ndarray, scale: float) -> np.ndarray:
-    """Scaled features and the estimate as one more input (a missing estimate reads 0: its row's
-    answer stays missing)."""
-    return np.column_stack([x, scale * np.nan_to_num(estimate)])
+    """Scaled features and the estimate as one more input (a missing or infinite estimate reads 0:
+    its row's answer stays what the estimate makes it)."""
+    return np.column_stack([x, scale * np.where(np.isfinite(estimate), estimate, 0.0)])
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class Simulation:
         ``spread``: the spread times the quantile of ``|r - μ| / σ``, or one width for every row (the
         quantile of ``|r - μ|``) where that was narrower in the simulation at the median. A process
         fitted to a handful of measurements knows its spread poorly: from two designs, spread-scaled
-        intervals were e^±50 wide at the median, one width e^±3."""
+        intervals were e^±97 wide at the median (held-out kernels), one width e^±3.3."""
         scaled = Conformal.from_scores(target, self.error / self.spread).quantile(coverage)
         flat = Conformal.from_scores(target, self.error).quantile(coverage)
         if len(self.spread) and np.median(scaled * self.spread) <= flat:
@@ -161,7 +161,7 @@ class Simulation:
 @dataclass
 class ZeroShot:
     """The training subjects' zero-shot estimates (out of fold, on each target's scale) and their
-    residuals per target (one row per training row, NaN where unmeasured) at their scaled features
+    residuals per target (one row per training row, both NaN where unmeasured) at their scaled features
     (``x``, by ``scaler``), on which K-measurement adaptation is simulated once per target and K
     (cached); ``quality``: how good the zero-shot estimates were, per target, in words."""
 
@@ -174,6 +174,7 @@ class ZeroShot:
     quality: dict[str, str]
     seed: int = 0
     _simulations: dict[tuple[str, int], Simulation] = field(default_factory=dict, repr=False)
+    _units: dict[str, float] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(
@@ -197,9 +198,12 @@ class ZeroShot:
         return cls(targets, subjects, scaler, scaler(X), estimates, residuals, quality, seed)
 
     def unit(self, target: str) -> float:
-        """The spread of a target's estimates within a training subject (1 where they never vary)."""
-        spread = float(_spread_within(self.estimates[[target]], self.subjects).iloc[0])
-        return spread if np.isfinite(spread) and spread > 1e-9 else 1.0
+        """The spread of a target's estimates within a training subject, over its measured rows (1
+        where they never vary)."""
+        if target not in self._units:
+            spread = float(_spread_within(self.estimates[[target]], self.subjects).iloc[0])
+            self._units[target] = spread if np.isfinite(spread) and spread > 1e-9 else 1.0
+        return self._units[target]
 
     def simulation(self, target: str, shots: int) -> Simulation:
         """The adaptation to ``shots`` measurements (the nearest simulated count at most that),

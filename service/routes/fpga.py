@@ -59,9 +59,10 @@ def register_designs(
     models: ModelsDep,
 ) -> SubjectPublic:
     """Synthesized designs of a kernel (a known kernel's name, or any name with the kernel's graph in
-    each design) adapt that kernel's estimates only, every other kernel's answers unchanged: each
-    design's residual against the model, spread over pragma space by a Gaussian process, with
-    intervals calibrated on kernels held out in training. Needs an API key."""
+    each design) adapt that kernel's estimates only, every other kernel's answers unchanged: a
+    Gaussian process per target spreads the designs' measurements (of P(valid): their residual
+    against the model) over pragma space, with intervals calibrated on kernels held out in training.
+    Needs an API key."""
     try:
         registration = models.devices.subject_registration("fpga", kernel, body.designs)
     except InvalidRegistration as exc:
