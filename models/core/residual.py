@@ -96,14 +96,14 @@ def gaussian_process(x: np.ndarray, y: np.ndarray) -> GaussianProcessRegressor:
 
 @dataclass(frozen=True)
 class Correction:
-    """One subject's process for one target, and how many measurements it read. ``weight`` is
+    """One subject's process for one target, and how many measurements it read. ``scale`` is
     ``None`` where the process learns the residual over the features alone (an event); otherwise it
-    learns the measurement over the features and the estimate, times ``weight`` per ``unit``."""
+    learns the measurement over the features and the estimate times ``scale`` (its weight per unit of
+    the estimates' spread)."""
 
     process: GaussianProcessRegressor
     shots: int
-    weight: float | None = None
-    unit: float = 1.0
+    scale: float | None = None
 
     @classmethod
     def fit(
@@ -113,20 +113,17 @@ class Correction:
         if target.kind.event:
             return cls(gaussian_process(x, residual), len(residual))
         measured = estimate + residual
-        fits = {
-            w: gaussian_process(_with_estimate(x, estimate, w / unit), measured) for w in ESTIMATE_WEIGHTS
-        }
-        weight = max(fits, key=lambda w: fits[w].log_marginal_likelihood_value_)
-        return cls(fits[weight], len(residual), weight, unit)
+        scales = [weight / unit for weight in ESTIMATE_WEIGHTS]
+        fits = {scale: gaussian_process(_with_estimate(x, estimate, scale), measured) for scale in scales}
+        scale = max(fits, key=lambda s: fits[s].log_marginal_likelihood_value_)
+        return cls(fits[scale], len(residual), scale)
 
     def residual(self, x: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The residual's mean and spread at scaled features and unadapted estimates (target's scale)."""
-        if self.weight is None:
+        if self.scale is None:
             mean, spread = self.process.predict(x, return_std=True)
         else:
-            mean, spread = self.process.predict(
-                _with_estimate(x, estimate, self.weight / self.unit), return_std=True
-            )
+            mean, spread = self.process.predict(_with_estimate(x, estimate, self.scale), return_std=True)
             mean = mean - estimate
         return mean, np.maximum(spread, 1e-6)
 

@@ -40,7 +40,7 @@ def test_the_scale_is_the_spread_within_a_subject_and_shared_columns_drop_out():
     assert Scaler.from_state(scaler.state()).columns == scaler.columns
 
 
-@functools.cache  # a simulation's scores are cached in it: each is run once per module
+@functools.cache  # its simulations are cached in it: each is run once per module
 def _zero_shot(n_subjects: int = 12) -> ZeroShot:
     X, subjects, residual = _subjects(n_subjects, 120, seed=1)
     Y = pd.DataFrame({"cycles": np.exp(residual) * 100, "valid": np.ones(len(X))})
