@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import logging
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib.metadata import version as _version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,8 @@ log = logging.getLogger("preflight")
 REPORT_ROWS = 1000
 #: Rows ``score`` reads, estimates and writes at a time (memory follows it), and bytes of CSV per block.
 SCORE_BATCH_ROWS, CSV_BLOCK_BYTES = 50_000, 1 << 22
+#: The column of a batch a Ray worker rejected (``_Scorer``); no item field is named so.
+REJECTED = "_preflight_rejected"
 #: Batches ``score`` estimates at once without a cluster (at most, and at most one per CPU): much of a
 #: batch holds the GIL, so more threads add memory, not speed.
 SCORE_THREADS = 4
@@ -554,6 +557,8 @@ def score(
     try:
         with _long_lived_frozen(), closing(tables):  # closed at once, on a failure too
             for table in tables:
+                if REJECTED in table.column_names:  # a Ray worker's rejection: this process knows its row
+                    raise _Rejection.found_in(table, str(source), rows)
                 writer = writer or pq.ParquetWriter(partial, table.schema)
                 writer.write_table(table)
                 rows += table.num_rows
@@ -598,8 +603,10 @@ class _Scorer:
 
     def __call__(self, batch: Any, first_row: int | None = None) -> Any:
         """The batch as a table, with per target its value, ``_low``, ``_high``, then ``ood`` and
-        ``warnings``; an invalid row raises ``DataError`` naming it (by its place in the file where
-        ``first_row`` says where the batch starts)."""
+        ``warnings``. An invalid row raises ``DataError`` naming its row in the file, where
+        ``first_row`` says where the batch starts; without it (a Ray worker, which cannot know) the
+        rejection comes back as a one-row table of the column ``REJECTED``, for the process that reads
+        the batches in the file's order to name the row."""
         import pyarrow as pa
         from pydantic import ValidationError
 
@@ -608,15 +615,53 @@ class _Scorer:
         try:
             found = self.model.predict(frame, self.coverage)
         except ValidationError as exc:
-            row, *field = exc.errors()[0]["loc"]
-            where = f"row {first_row + int(row)}" if first_row is not None else f"row {row} of a batch"
-            raise DataError(
-                f"{self.source}: {where}: {'.'.join(map(str, field))}: {exc.errors()[0]['msg']} "
-                f"({exc.error_count()} problems in its batch of {len(frame)} rows); nothing written"
-            ) from None
+            rejection = _Rejection.of(exc, len(frame))
+            if first_row is None:
+                return rejection.table()
+            raise rejection.error(self.source, first_row) from None
         for name in found.columns.drop("warnings"):
             table = table.append_column(name, pa.array(found[name].to_numpy()))
         return table.append_column("warnings", pa.array(found["warnings"], pa.list_(pa.string())))
+
+
+@dataclass(frozen=True)
+class _Rejection:
+    """A batch's first invalid row (its place in the batch), field and reason."""
+
+    row: int
+    field: str
+    reason: str
+    problems: int
+    batch_rows: int
+
+    @classmethod
+    def of(cls, exc: Any, batch_rows: int) -> _Rejection:
+        """From pydantic's ``ValidationError`` of a batch's rows."""
+        row, *field = exc.errors()[0]["loc"]
+        return cls(int(row), ".".join(map(str, field)), exc.errors()[0]["msg"], exc.error_count(), batch_rows)
+
+    def error(self, source: str, first_row: int) -> DataError:
+        """The error naming the row in the file whose batch starts at ``first_row``."""
+        return DataError(
+            f"{source}: row {first_row + self.row}: {self.field}: {self.reason} ({self.problems} "
+            f"problems in its batch of {self.batch_rows} rows); nothing written"
+        )
+
+    def table(self) -> Any:
+        """As a one-row table of the column ``REJECTED`` (its fields as JSON)."""
+        import pyarrow as pa
+
+        return pa.table({REJECTED: [json.dumps(asdict(self))]})
+
+    @staticmethod
+    def found_in(table: Any, source: str, first_row: int) -> DataError:
+        """The error of the rejection in a table of scored rows whose first is the file's ``first_row``
+        (Ray Data may join a rejection to the rows before it, ``REJECTED`` null on theirs)."""
+        import pyarrow.compute as pc
+
+        column = table.column(REJECTED)
+        at = pc.index(pc.is_valid(column), True).as_py()
+        return _Rejection(**json.loads(column[at].as_py())).error(source, first_row + at)
 
 
 def _scored_here(scorer: _Scorer, batches: Iterator[Any]) -> Generator[Any]:

@@ -15,6 +15,7 @@ import pandas as pd
 import preflight
 import pytest
 from preflight.data.collect import curves, gemm
+from preflight.data.errors import DataError
 from preflight.data.sources import local_gemm
 from preflight.models.core import evaluate, parallel
 from preflight.models.core.predictor import Predictor
@@ -142,6 +143,20 @@ def test_a_file_scored_by_ray_data_on_two_nodes_equals_the_serial_scoring(
     pd.testing.assert_frame_equal(
         pd.read_parquet(spread.output), pd.read_parquet(serial.output), check_exact=False, rtol=1e-9
     )
+
+
+def test_a_bad_row_scored_by_ray_data_is_named_by_its_row_in_the_file(two_nodes, home, tmp_path, monkeypatch):
+    items = pd.DataFrame({"m": 64, "n": 64, "k": np.arange(1, 301), "dtype": "fp32", "device": "Tesla T4"})
+    items.loc[213, "m"] = -4  # in the sixth batch of 40, the 14th row
+    items.to_parquet(tmp_path / "items.parquet")
+    monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+    with pytest.raises(
+        DataError, match=r"row 213: m: .*greater than 0 \(1 problems in its batch of 40 rows\)"
+    ):
+        preflight.score(
+            "gemm", tmp_path / "items.parquet", tmp_path / "out.parquet", batch_rows=40, home=home
+        )
+    assert not list(tmp_path.glob("out.parquet*"))
 
 
 def test_a_fold_whose_worker_is_killed_runs_again_and_the_evaluation_is_unchanged(
