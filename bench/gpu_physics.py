@@ -28,7 +28,8 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models.core import evaluate
-from preflight.models.core.datasets import load_source
+from preflight.models.core.datasets import load_source, register_measured_devices
+from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
 
 TASK = get_task("gemm")
@@ -64,14 +65,19 @@ def _scored(outcome: evaluate.Outcome, test: pd.DataFrame, by: list[str]) -> dic
     out = {}
     for key, part in rows.assign(device=outcome.groups.to_numpy()).groupby(["device", *by]):
         at = part.index.to_numpy()
-        out[" / ".join(map(str, np.atleast_1d(key)))] = {
-            "n": len(at),
-            **_errors(value[at], y[at]),
-            "coverage": float(np.mean((y[at] >= low[at]) & (y[at] <= high[at]))),
-            "width": float(np.median(high[at] / low[at])),
-            "plain roofline": _errors(plain[at], y[at]),
-        }
+        out[" / ".join(map(str, np.atleast_1d(key)))] = _entry(value[at], low[at], high[at], plain[at], y[at])
     return out
+
+
+def _entry(value: np.ndarray, low: np.ndarray, high: np.ndarray, plain: np.ndarray, y: np.ndarray) -> dict:
+    """Errors, the interval's coverage and median width, and the plain roofline's errors, on some rows."""
+    return {
+        "n": len(y),
+        **_errors(value, y),
+        "coverage": float(np.mean((y >= low) & (y <= high))),
+        "width": float(np.median(high / low)),
+        "plain roofline": _errors(plain, y),
+    }
 
 
 def _train_test(train: pd.DataFrame, test: pd.DataFrame, family: str, by: list[str], shots: int = 0) -> dict:
@@ -115,6 +121,44 @@ def deepbench(family: str) -> dict[str, dict]:
     return out
 
 
+def deepbench_draws(family: str, draws: int = 5) -> dict[str, dict]:
+    """Each device left out, fitted once; 10 shots drawn ``draws`` times (seeds 0, 1, ...), each draw's
+    adapted answers beside the zero-shot ones on the same rows (those not given): does ten shots' help
+    hold in expectation, not only on the one draw ``deepbench`` makes?"""
+    rows = _rows("deepbench")
+    out: dict[str, dict] = {name: {} for name in (DRAWS_ZERO, DRAWS_SHOTS)}
+    for device in sorted(rows["device"].unique()):
+        held = (rows["device"] == device).to_numpy()
+        train, test = (TASK.rows(part) for part in (rows[~held], rows[held].reset_index(drop=True)))
+        for part in (train, test):
+            register_measured_devices(TASK, part, CATALOGUE, persist=False)
+        features, y, known = (
+            TASK.featurize(test, CATALOGUE),
+            TASK.target_frame(test),
+            TASK.featurize(train, CATALOGUE),
+        )
+        predictor = Predictor(TASK, family).fit(  # as ``evaluate.train_test`` fits it
+            known, TASK.target_frame(train), TASK.group_values(known.meta, "shape")
+        )
+        zero, plain = predictor.predict(features), features.reference["runtime_ms"].to_numpy()
+        for draw in range(draws):
+            shots = np.random.default_rng(draw).choice(len(test), size=10, replace=False)
+            rest = np.setdiff1d(np.arange(len(test)), shots)
+            adapted = predictor.adapted(features.take(shots), y.iloc[shots].reset_index(drop=True))
+            measured, key = y["runtime_ms"].to_numpy()[rest], f"{device} / draw {draw}"
+            for name, estimates in (
+                (DRAWS_ZERO, zero.take(rest)),
+                (DRAWS_SHOTS, adapted.predict(features.take(rest))),
+            ):
+                value, low, high = (
+                    getattr(estimates, s)["runtime_ms"].to_numpy() for s in ("value", "low", "high")
+                )
+                out[name][key] = _entry(value, low, high, plain[rest], measured)
+    return out
+
+
+DRAWS_ZERO = "DeepBench, one device left out, 5 draws of 10 shots: zero-shot on the rows not given"
+DRAWS_SHOTS = "DeepBench, one device left out, 5 draws of 10 shots: adapted"
 DEEPBENCH = "DeepBench, one device left out"
 DEEPBENCH_REST = "DeepBench, one device left out, the rows not given as shots"
 DEEPBENCH_SHOTS = "DeepBench, one device left out, 10 shots"
@@ -183,6 +227,7 @@ def rtx4070(family: str) -> dict[str, dict]:
 SCENARIOS: dict[str, Callable[[str], dict[str, dict]]] = {
     "neusight": neusight,
     "deepbench": deepbench,
+    "deepbench-draws": deepbench_draws,
     "rtx4070": rtx4070,
     "hopper": hopper,
     "hopper-sibling": hopper_sibling,

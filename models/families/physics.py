@@ -731,8 +731,14 @@ class PhysicsFamily:
     ) -> Unit:
         """The unit's MAP parameters given its measurements, kept only where they predict each
         measurement left out better than the prior does (median absolute log error, leave-one-out):
-        a few noisy shots must never make a device's answers worse than none. The ramp stays: a handful
+        a few noisy shots must never make a device's answers worse than none. A unit measured once
+        keeps its prior, since one measurement cannot be checked against another (docs/BENCHMARKS.md,
+        issue 24: over ten draws of DeepBench's 10 shots, a lone int8 shot of a GPU measured mostly in
+        fp32 moved its int8 answers the wrong way as often as the right one). The ramp stays: a handful
         of shapes cannot tell how steeply a unit's efficiency rises with size."""
+        at = np.flatnonzero(rows)
+        if len(at) < 2:
+            return prior
         fit = partial(
             self._map_fit,
             features,
@@ -744,9 +750,6 @@ class PhysicsFamily:
             shape=False,
         )
         posterior = fit(rows)
-        at = np.flatnonzero(rows)
-        if len(at) < 2:
-            return posterior
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
 
         def error(unit: Unit, i: int) -> float:

@@ -132,6 +132,29 @@ def test_measurements_of_one_device_leave_every_other_answer_bit_identical(predi
     assert adapted.adaptation and adapted.adaptation != predictor.adaptation
 
 
+def test_a_unit_moves_on_two_measurements_not_on_one(predictor, catalogue):
+    """One measurement cannot be checked against another: the unit keeps its answers until a second
+    one agrees with it."""
+    items = _items(["nvidia-h100-sxm5-80gb"], [(s, s, s) for s in (512, 2048, 8192)])
+    features, before = _estimates(predictor, catalogue, items)
+    shots = pd.DataFrame(
+        [{"m": s, "n": s, "k": s, "dtype": "fp16", "device": "nvidia-h100-sxm5-80gb", "trans_a": False,
+          "trans_b": False} for s in (1024, 4096)]
+    )  # fmt: skip
+    shot_features = GEMM.featurize(GEMM.rows(shots), catalogue)
+    slower = 1.6 * predictor.predict(shot_features, 0.9).value["runtime_ms"].to_numpy()
+    measured = GEMM.target_frame(shots.assign(runtime_ms=slower))
+    fp16 = (items.dtype == "fp16").to_numpy()
+
+    def answers(rows: list[int]) -> np.ndarray:
+        adapted = predictor.adapted(shot_features.take(rows), measured.iloc[rows].reset_index(drop=True))
+        return adapted.predict(features, 0.9).value["runtime_ms"].to_numpy()[fp16]
+
+    unmeasured = before.value["runtime_ms"].to_numpy()[fp16]
+    np.testing.assert_array_equal(answers([1]), unmeasured)
+    assert (answers([0, 1]) > 1.2 * unmeasured).all()
+
+
 @pytest.mark.parametrize("device", ["nvidia-tesla-m40", "amd-radeon-instinct-mi25", "nvidia-titan-xp"])
 def test_ten_shots_are_never_worse_than_none(shipped, device):
     """A DeepBench device held out, then adapted with 10 of its rows: the rest are no worse off."""
