@@ -452,6 +452,7 @@ class Predictor:
         value = value[[t for t in self.targets if t in value]]
         low, high = value.copy(), value.copy()
         devices, groups = self._devices(features.meta), self._row_groups(features.meta)
+        shot_devices = self._answered_by_shots(features.meta, devices)
         for name in value.columns:
             target = self.task.targets[name]
             estimate = target.clip(
@@ -459,11 +460,19 @@ class Predictor:
             )
             estimate = self.calibration_.recalibrated(name, estimate, groups)
             bounds = self.calibration_.interval(name, estimate, groups, coverage)
-            bounds = fewshot.intervals(self.shots_, target, name, estimate, devices, coverage, bounds)
+            bounds = fewshot.intervals(self.shots_, target, name, estimate, shot_devices, coverage, bounds)
             bounds = self._fingerprint_bounds(features, name, estimate, coverage, bounds)
             floor = features.reference[name].to_numpy(dtype=float) if target.at_least_reference else None
             value[name], low[name], high[name] = (target.clip(v, floor) for v in (estimate, *bounds))
         return value, low, high
+
+    def _answered_by_shots(self, meta: pd.DataFrame, devices: np.ndarray) -> np.ndarray:
+        """Each row's device where its answer comes from the device's shots, else "" (its calibrated
+        interval stands): a family that adapts itself may keep some measured units as they were (physics:
+        a unit measured once, or whose shots predict each other no better than the model did)."""
+        if not hasattr(self.family_, "moved"):
+            return devices
+        return np.where(self.family_.moved(meta), devices, "")
 
     def _reasons(
         self, features: Features, devices: np.ndarray, subjects: np.ndarray, targets: list[str]

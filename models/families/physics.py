@@ -417,6 +417,7 @@ class PhysicsFamily:
         self.measured_ = self._measured(features, keys, self.units_)
         self.adapted_: dict[str, Unit] = {}
         self.adapted_measured_: dict[str, dict] = {}
+        self.moved_: set[str] = set()
         self.residual_sigma_ = float(
             np.sqrt(np.average((np.log(y) - self._log_time(features, raw)) ** 2, weights=weight))
         )
@@ -714,7 +715,7 @@ class PhysicsFamily:
         """A copy whose measured units' parameters are updated by the measurements (MAP, with their
         current parameters as the prior); the shape term and every other unit are shared unchanged."""
         new = copy.copy(self)
-        new.adapted_, new.adapted_measured_ = {}, {}
+        new.adapted_, new.adapted_measured_, new.moved_ = {}, {}, set()
         y = Y[self.target_name_].to_numpy(dtype=float)
         usable = np.isfinite(y) & (y > 0)
         keys, current = units(features.meta), self.parameters(features.meta)
@@ -723,8 +724,15 @@ class PhysicsFamily:
             rows = usable & (keys == key)
             prior = Unit.from_row(current[np.flatnonzero(rows)[0]])
             new.adapted_[key] = self._posterior(features, y, log_g, rows, prior)
+            if new.adapted_[key] is not prior:
+                new.moved_.add(str(key))
         new.adapted_measured_ = new._measured(features, keys, new.adapted_)
         return new
+
+    def moved(self, meta: pd.DataFrame) -> np.ndarray:
+        """Whether each row's unit answers from measurements (``adapt`` moved its parameters); a unit
+        measured but kept at its prior answers as it did before."""
+        return np.isin(units(meta), sorted(self.moved_))
 
     def _posterior(
         self, features: Features, y: np.ndarray, log_g: np.ndarray, rows: np.ndarray, prior: Unit
@@ -793,5 +801,5 @@ class PhysicsFamily:
             group: TreeFamily.load(directory / f"shape-{group}") for group in state["shape_groups"]
         }
         family.measured_ = state["measured"]
-        family.adapted_, family.adapted_measured_ = {}, {}
+        family.adapted_, family.adapted_measured_, family.moved_ = {}, {}, set()
         return family

@@ -133,8 +133,8 @@ def test_measurements_of_one_device_leave_every_other_answer_bit_identical(predi
 
 
 def test_a_unit_moves_on_two_measurements_not_on_one(predictor, catalogue):
-    """One measurement cannot be checked against another: the unit keeps its answers until a second
-    one agrees with it."""
+    """One measurement cannot be checked against another: the unit keeps its answers, intervals
+    included, until a second one agrees with it."""
     items = _items(["nvidia-h100-sxm5-80gb"], [(s, s, s) for s in (512, 2048, 8192)])
     features, before = _estimates(predictor, catalogue, items)
     shots = pd.DataFrame(
@@ -148,11 +148,14 @@ def test_a_unit_moves_on_two_measurements_not_on_one(predictor, catalogue):
 
     def answers(rows: list[int]) -> np.ndarray:
         adapted = predictor.adapted(shot_features.take(rows), measured.iloc[rows].reset_index(drop=True))
-        return adapted.predict(features, 0.9).value["runtime_ms"].to_numpy()[fp16]
+        after = adapted.predict(features, 0.9)
+        return np.stack([getattr(after, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")])
 
-    unmeasured = before.value["runtime_ms"].to_numpy()[fp16]
-    np.testing.assert_array_equal(answers([1]), unmeasured)
-    assert (answers([0, 1]) > 1.2 * unmeasured).all()
+    unmeasured = np.stack(
+        [getattr(before, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")]
+    )
+    np.testing.assert_array_equal(answers([1]), unmeasured)  # its interval too: the shots answer nothing
+    assert (answers([0, 1])[0, fp16] > 1.2 * unmeasured[0, fp16]).all()
 
 
 @pytest.mark.parametrize("device", ["nvidia-tesla-m40", "amd-radeon-instinct-mi25", "nvidia-titan-xp"])
