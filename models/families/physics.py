@@ -742,8 +742,8 @@ class PhysicsFamily:
         a few noisy shots must never make a device's answers worse than none. A unit measured once
         keeps its prior, since one measurement cannot be checked against another (docs/BENCHMARKS.md,
         issue 24: drawing DeepBench's 10 shots, a GPU measured mostly in fp32 often gets one int8 shot,
-        which moved its int8 answers unchecked and made 3 of 15 draws worse than none). The ramp stays: a handful
-        of shapes cannot tell how steeply a unit's efficiency rises with size."""
+        which moved its int8 answers unchecked and made 3 of 15 draws worse than none). The ramp
+        stays: a handful of shapes cannot tell how steeply a unit's efficiency rises with size."""
         at = np.flatnonzero(rows)
         if len(at) < 2:
             return prior
