@@ -29,7 +29,6 @@ from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.models.core import evaluate
 from preflight.models.core.datasets import load_source, register_measured_devices
-from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
 
 TASK = get_task("gemm")
@@ -132,17 +131,12 @@ def deepbench_draws(family: str, draws: int = 5) -> dict[str, dict]:
         train, test = (TASK.rows(part) for part in (rows[~held], rows[held].reset_index(drop=True)))
         for part in (train, test):
             register_measured_devices(TASK, part, CATALOGUE, persist=False)
-        features, y, known = (
-            TASK.featurize(test, CATALOGUE),
-            TASK.target_frame(test),
-            TASK.featurize(train, CATALOGUE),
-        )
-        predictor = Predictor(TASK, family).fit(  # as ``evaluate.train_test`` fits it
-            known, TASK.target_frame(train), TASK.group_values(known.meta, "shape")
-        )
+        features, y = TASK.featurize(test, CATALOGUE), TASK.target_frame(test)
+        known = TASK.featurize(train, CATALOGUE)
+        predictor = evaluate._fit(TASK, family, known, TASK.target_frame(train), "shape", seed=0)
         zero, plain = predictor.predict(features), features.reference["runtime_ms"].to_numpy()
-        for draw in range(draws):
-            shots = np.random.default_rng(draw).choice(len(test), size=10, replace=False)
+        for draw in range(draws):  # the shots ``evaluate --shots 10 --seed DRAW`` would draw
+            shots = evaluate._shot_rows(features.meta[TASK.subject], 10, seed=draw)
             rest = np.setdiff1d(np.arange(len(test)), shots)
             adapted = predictor.adapted(features.take(shots), y.iloc[shots].reset_index(drop=True))
             measured, key = y["runtime_ms"].to_numpy()[rest], f"{device} / draw {draw}"

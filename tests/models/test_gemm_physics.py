@@ -146,14 +146,14 @@ def test_a_unit_moves_on_two_measurements_not_on_one(predictor, catalogue):
     measured = GEMM.target_frame(shots.assign(runtime_ms=slower))
     fp16 = (items.dtype == "fp16").to_numpy()
 
+    def runtimes(estimates) -> np.ndarray:
+        return np.stack([getattr(estimates, s)["runtime_ms"].to_numpy() for s in ("value", "low", "high")])
+
     def answers(rows: list[int]) -> np.ndarray:
         adapted = predictor.adapted(shot_features.take(rows), measured.iloc[rows].reset_index(drop=True))
-        after = adapted.predict(features, 0.9)
-        return np.stack([getattr(after, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")])
+        return runtimes(adapted.predict(features, 0.9))
 
-    unmeasured = np.stack(
-        [getattr(before, side)["runtime_ms"].to_numpy() for side in ("value", "low", "high")]
-    )
+    unmeasured = runtimes(before)
     np.testing.assert_array_equal(answers([1]), unmeasured)  # its interval too: the shots answer nothing
     assert (answers([0, 1])[0, fp16] > 1.2 * unmeasured[0, fp16]).all()
 
