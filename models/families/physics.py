@@ -48,6 +48,7 @@ from preflight.data.errors import DataError
 from preflight.features import Features, among, distinct_rows, rows_of_each
 from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
+from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, corrected
 from preflight.models.families.tree import TreeFamily
 from scipy.optimize import least_squares
 from scipy.special import expit
@@ -418,9 +419,12 @@ class PhysicsFamily:
         self.adapted_: dict[str, Unit] = {}
         self.adapted_measured_: dict[str, dict] = {}
         self.moved_: set[str] = set()
-        self.residual_sigma_ = float(
-            np.sqrt(np.average((np.log(y) - self._log_time(features, raw)) ** 2, weights=weight))
+        log_residual = np.log(y) - self._log_time(features, raw)
+        self.residual_sigma_ = float(np.sqrt(np.average(log_residual**2, weights=weight)))
+        self.anchor_: Anchor | None = Anchor.sample(
+            features.X, shape_group(features.meta), log_residual, self.seed
         )
+        self.corrections_: dict[str, TreeFamily] = {}
         return self
 
     def _sample(self, features: Features, Y: pd.DataFrame, weight: np.ndarray | None) -> np.ndarray:
@@ -706,14 +710,29 @@ class PhysicsFamily:
         return law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(raw, params))
 
     def predict(self, features: Features) -> pd.DataFrame:
-        log_time = self._log_time(features, self._raw_log_g(features))
+        log_time = self._corrected(features, self._log_time(features, self._raw_log_g(features)))
         return pd.DataFrame({self.target_name_: np.exp(log_time)}, index=features.X.index)
+
+    def _corrected(self, features: Features, log_time: np.ndarray) -> np.ndarray:
+        """``log_time`` with each corrected unit's correction added (``adapt``), never faster than the
+        roofline (the featurizer's reference)."""
+        keys = units(features.meta)
+        out = log_time.copy()
+        for key in sorted(set(keys) & set(self.corrections_)):
+            rows = np.flatnonzero(keys == key)
+            with np.errstate(divide="ignore"):
+                roofline = np.log(features.reference[self.target_name_].to_numpy(float)[rows])
+            moved = log_time[rows] + corrected(self.corrections_[key], features.X.iloc[rows])
+            out[rows] = np.maximum(moved, roofline)
+        return out
 
     # adapting ------------------------------------------------------------------------------------------
 
     def adapt(self, features: Features, Y: pd.DataFrame) -> PhysicsFamily:
         """A copy whose measured units' parameters are updated by the measurements (MAP, with their
-        current parameters as the prior); the shape term and every other unit are shared unchanged."""
+        current parameters as the prior), and a unit with ``MIN_SHOTS`` of them corrected where on the
+        shape it departs from the shape term (``_shape_correction``); the shape term and every other
+        unit are shared unchanged."""
         new = copy.copy(self)
         new.adapted_, new.adapted_measured_, new.moved_ = {}, {}, set()
         y = Y[self.target_name_].to_numpy(dtype=float)
@@ -727,7 +746,38 @@ class PhysicsFamily:
             if new.adapted_[key] is not prior:
                 new.moved_.add(str(key))
         new.adapted_measured_ = new._measured(features, keys, new.adapted_)
+        new.corrections_ = new._corrections(features.take(np.flatnonzero(usable)), y[usable])
+        new.moved_ |= set(new.corrections_)
         return new
+
+    def _corrections(self, features: Features, y: np.ndarray) -> dict[str, TreeFamily]:
+        """Per unit with ``MIN_SHOTS`` measurements that depart from its adapted law by more than the
+        law's own error on its training rows (root mean square on the log scale: below it, the shots
+        hold nothing the law does not already miss everywhere), the correction of that law, over the
+        columns and the monotone directions of its shape tree (on every kind of device: a handful of
+        shots must not invent a non-monotone shape), anchored by the anchor's rows of its own class
+        (vector or matrix units, or another kind). A class the anchor holds no row of is not corrected:
+        a tensor core's shape term learned from vector units alone is not known to be right anywhere
+        (the Hoppers from the public GPUs, 10 shots over 3 draws: anchored on vector units, the
+        corrections of 6 of 11 matrix units answered worse than their parameters alone;
+        docs/BENCHMARKS.md, issue 24)."""
+        if self.anchor_ is None:
+            return {}
+        log_residual = np.log(y) - self._log_time(features, self._raw_log_g(features))
+        trees, groups = _shape_trees(self.anchor_.groups), shape_group(features.meta)
+        out = {}
+        for key, rows in rows_of_each(units(features.meta)).items():
+            anchor_rows = np.flatnonzero(self.anchor_.groups == groups[rows[0]])
+            departs = np.sqrt(np.mean(log_residual[rows] ** 2)) > self.residual_sigma_
+            if len(rows) < MIN_SHOTS or not len(anchor_rows) or not departs:
+                continue
+            excluded = trees[groups[rows[0]]][1]
+            columns = [c for c in self.anchor_.X.columns if c not in excluded]
+            monotone = {c: d for c, d in SHAPE_MONOTONE.items() if c in columns}
+            out[str(key)] = self.anchor_.correction(
+                anchor_rows, columns, monotone, features.X.iloc[rows], log_residual[rows], self.seed
+            )
+        return out
 
     def moved(self, meta: pd.DataFrame) -> np.ndarray:
         """Whether each row's unit answers from measurements (``adapt`` moved its parameters); a unit
@@ -785,6 +835,8 @@ class PhysicsFamily:
             "measured": self.measured_,
         }
         (directory / "physics.json").write_text(json.dumps(state, indent=2))
+        if self.anchor_ is not None:
+            self.anchor_.save(directory)
 
     @classmethod
     def load(cls, directory: Path) -> PhysicsFamily:
@@ -802,4 +854,5 @@ class PhysicsFamily:
         }
         family.measured_ = state["measured"]
         family.adapted_, family.adapted_measured_, family.moved_ = {}, {}, set()
+        family.anchor_, family.corrections_ = Anchor.load(directory), {}
         return family

@@ -265,3 +265,65 @@ def test_the_laws_gradient_is_its_derivative():
             law(compute, memory, unit + shift, log_g) - law(compute, memory, unit - shift, log_g)
         ) / (2 * step)
         np.testing.assert_allclose(gradient[:, column], differences, atol=1e-7)
+
+
+def _measured(items: pd.DataFrame, runtimes: np.ndarray, catalogue: Catalogue) -> tuple:
+    rows = GEMM.rows(items.assign(runtime_ms=runtimes))
+    return GEMM.featurize(rows, catalogue), GEMM.target_frame(rows)
+
+
+def test_three_shots_of_a_unit_correct_it_where_on_the_shape_they_depart(predictor, catalogue):
+    """An A100 SXM's fp32 GEMMs with a short reduction (k = 64 to 256, still compute-bound) measured
+    twice as slow as estimated, its cubes as estimated: no compute efficiency explains both, so the unit
+    learns where on the shape it departs from the shared shape term. An unmeasured short GEMM among them
+    follows them, a large cube keeps its estimate, and the corrected unit still never beats the
+    roofline nor gets less efficient as a GEMM grows."""
+    device = "nvidia-a100-sxm4-80gb"
+    short, cubes = [(4096, 4096, k) for k in (64, 128, 256)], [(s, s, s) for s in (1024, 2048, 4096)]
+    shots = _items([device], short + cubes).query("dtype == 'fp32'").reset_index(drop=True)
+    _, estimated = _estimates(predictor, catalogue, shots)
+    slower = np.where(shots.k < 512, 2.0, 1.0) * estimated.value["runtime_ms"].to_numpy()
+    adapted = predictor.adapted(*_measured(shots, slower, catalogue))
+    asked = _items([device], [(4096, 4096, 96), *[(s, s, s) for s in SIZES]]).query("dtype == 'fp32'")
+    features, before = _estimates(predictor, catalogue, asked)
+    after = adapted.predict(features, 0.9)
+    ratio = after.value["runtime_ms"].to_numpy() / before.value["runtime_ms"].to_numpy()
+    assert abs(ratio[0] / 2.0 - 1) < 0.1 and (np.abs(ratio[1:] - 1) < 0.1).all(), ratio
+    roofline = features.reference["runtime_ms"].to_numpy()
+    for side in ("value", "low", "high"):
+        assert (getattr(after, side)["runtime_ms"].to_numpy() >= roofline * (1 - 1e-12)).all(), side
+    large = asked.iloc[1:]
+    tflops = 2.0 * large.m.to_numpy() ** 3 / after.value["runtime_ms"].to_numpy()[1:] / 1e9
+    assert (np.diff(tflops) >= -0.05 * tflops.min()).all(), tflops
+
+
+def test_a_saved_family_corrects_as_it_did_and_one_saved_without_an_anchor_adapts_parameters(
+    hoppers, catalogue, tmp_path
+):
+    """The anchor the corrections learn against is saved with the family: a loaded family adapts to
+    three shots exactly as the one that was saved; a family saved before it had one moves the unit's
+    parameters only."""
+    family, h100 = hoppers
+    fp32 = h100[h100.dtype == "fp32"].reset_index(drop=True)
+    shots, rest = fp32.iloc[:3], fp32.iloc[3:40]
+    shot_features = GEMM.featurize(shots, catalogue)
+    # measurements no set of its parameters explains: the unit is corrected
+    measured = GEMM.target_frame(shots)[["runtime_ms"]] * np.array([[2.0], [1.0], [0.5]])
+    features = GEMM.featurize(rest, catalogue)
+    family.save(tmp_path)
+    loaded = PhysicsFamily.load(tmp_path)
+    adapted = family.adapt(shot_features, measured)
+    assert set(adapted.corrections_) == {"nvidia-h100-sxm5-80gb/fp32"}
+    np.testing.assert_array_equal(
+        loaded.adapt(shot_features, measured).predict(features).to_numpy(),
+        adapted.predict(features).to_numpy(),
+    )
+    (tmp_path / "anchor.parquet").unlink()
+    old = PhysicsFamily.load(tmp_path).adapt(shot_features, measured)
+    parameters_only = copy.copy(family)
+    parameters_only.anchor_ = None
+    assert not old.corrections_
+    np.testing.assert_array_equal(
+        old.predict(features).to_numpy(),
+        parameters_only.adapt(shot_features, measured).predict(features).to_numpy(),
+    )
