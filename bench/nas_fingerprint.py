@@ -4,7 +4,7 @@ of each held-out setting adapt it, and the rest of the space scores it per setti
 coverage, beside the baseline family in the same run).
 
     python bench/nas_fingerprint.py --datasets ../shared/datasets [--hide] [--shots 10] [--informative]
-        [--source help-fbnet] [--archs 300] [--only 1080ti]
+        [--source help-fbnet] [--archs 300] [--only 1080ti] [--family gnn]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def run(
     only: str | None,
     seed: int,
     informative: bool,
+    family: str,
 ) -> dict:
     rows = TASK.rows(sources.load(source, path).rows)
     rows = rows[rows["latency_ms"].notna()].reset_index(drop=True)
@@ -53,7 +54,7 @@ def run(
         started = time.perf_counter()
         train = rows[(rows["device"] != device) & rows["arch"].isin(training_archs)]
         outcome = train_test(
-            TASK, train, held_out(rows, device, hide), Catalogue.load(), "tree", "device", seed, shots,
+            TASK, train, held_out(rows, device, hide), Catalogue.load(), family, "device", seed, shots,
             informative=informative,
         )  # fmt: skip
         model = target_metrics(TASK, outcome, outcome.model, by_group=True)["latency_ms"]
@@ -85,10 +86,19 @@ def main() -> None:
     parser.add_argument(
         "--informative", action="store_true", help="measure the recommended cells (default: random ones)"
     )
+    parser.add_argument("--family", default="tree", choices=TASK.families, help="the model family adapted")
     args = parser.parse_args()
     path = sources.default_path(args.source, args.datasets)
     results = run(
-        args.source, path, args.hide, args.shots, args.archs, args.only, args.seed, args.informative
+        args.source,
+        path,
+        args.hide,
+        args.shots,
+        args.archs,
+        args.only,
+        args.seed,
+        args.informative,
+        args.family,
     )
     frame = pd.DataFrame(results).T
     print(frame.to_string())
