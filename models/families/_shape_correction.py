@@ -64,7 +64,7 @@ class Anchor:
         efficiency, so falling time)."""
         X = pd.concat([self.X[columns].iloc[rows], shots[columns]], ignore_index=True)
         y = np.r_[self.residual[rows], residual]
-        weight = np.r_[np.ones(len(rows)), np.full(len(residual), max(len(rows), 1) / len(residual))]
+        weight = np.r_[np.ones(len(rows)), np.full(len(residual), len(rows) / len(residual))]
         features = Features(
             X=X,
             reference=pd.DataFrame({TARGET: np.zeros(len(X))}),
@@ -94,8 +94,9 @@ class Anchor:
         return cls(X, frame[_GROUP].to_numpy().astype(str), frame[_RESIDUAL].to_numpy(dtype=float))
 
 
-def corrected(tree: TreeFamily, X: pd.DataFrame) -> np.ndarray:
-    """The correction's log residual for rows ``X``."""
+def log_correction(tree: TreeFamily, X: pd.DataFrame) -> np.ndarray:
+    """A correction's log residual for rows ``X``."""
     reference = pd.DataFrame({TARGET: np.zeros(len(X))}, index=X.index)
-    part = Features(X=X[tree.columns_], reference=reference, meta=pd.DataFrame(index=X.index))
-    return tree.predict(part)[TARGET].to_numpy()
+    return tree.predict(Features(X=X, reference=reference, meta=pd.DataFrame(index=X.index)))[
+        TARGET
+    ].to_numpy()

@@ -48,7 +48,7 @@ from preflight.data.errors import DataError
 from preflight.features import Features, among, distinct_rows, rows_of_each
 from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
-from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, corrected
+from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, log_correction
 from preflight.models.families.tree import TreeFamily
 from scipy.optimize import least_squares
 from scipy.special import expit
@@ -94,6 +94,10 @@ SHAPE_MONOTONE = {
         "kernel_tile_efficiency",
     )
 }
+#: Columns a GEMM's growth at a fixed aspect changes that have no direction above: a GPU unit's
+#: correction from its shots leaves them out (the shape term, learned from thousands of rows, reads
+#: them), so that a corrected unit is never less efficient for a larger GEMM either.
+GROWING_WITHOUT_DIRECTION = ("bound_by_compute", "library_tile_m_log2", "library_tile_n_log2")
 #: The norm that joins compute and memory time: a smooth max, never below the max.
 NORM = 8.0
 #: A matrix unit's large-GEMM efficiency of its dense peak with no power cap (cuBLAS on A100/H100-class
@@ -722,8 +726,8 @@ class PhysicsFamily:
             rows = np.flatnonzero(keys == key)
             with np.errstate(divide="ignore"):
                 roofline = np.log(features.reference[self.target_name_].to_numpy(float)[rows])
-            moved = log_time[rows] + corrected(self.corrections_[key], features.X.iloc[rows])
-            out[rows] = np.maximum(moved, roofline)
+            moved = log_time[rows] + log_correction(self.corrections_[key], features.X.iloc[rows])
+            out[rows] = np.fmax(moved, roofline)
         return out
 
     # adapting ------------------------------------------------------------------------------------------
@@ -751,27 +755,29 @@ class PhysicsFamily:
         return new
 
     def _corrections(self, features: Features, y: np.ndarray) -> dict[str, TreeFamily]:
-        """Per unit with ``MIN_SHOTS`` measurements that depart from its adapted law by more than the
-        law's own error on its training rows (root mean square on the log scale: below it, the shots
-        hold nothing the law does not already miss everywhere), the correction of that law, over the
-        columns and the monotone directions of its shape tree (on every kind of device: a handful of
-        shots must not invent a non-monotone shape), anchored by the anchor's rows of its own class
-        (vector or matrix units, or another kind). A class the anchor holds no row of is not corrected:
-        a tensor core's shape term learned from vector units alone is not known to be right anywhere
-        (the Hoppers from the public GPUs, 10 shots over 3 draws: anchored on vector units, the
-        corrections of 6 of 11 matrix units answered worse than their parameters alone;
-        docs/BENCHMARKS.md, issue 24)."""
+        """Per unit with ``MIN_SHOTS`` usable measurements that depart from its adapted law by more than
+        the law's own error on its training rows (RMS on the log scale: below it they hold nothing the
+        law does not miss everywhere), the correction of that law over its shape tree's columns (on a GPU
+        less ``GROWING_WITHOUT_DIRECTION``), in the shape term's monotone directions on every kind,
+        anchored by the anchor's rows of its class. A
+        class the anchor has no row of (a tensor core where no matrix unit trained) is not corrected
+        (docs/DESIGN-NOTES.md, issue 24).
+        """
         if self.anchor_ is None:
             return {}
-        log_residual = np.log(y) - self._log_time(features, self._raw_log_g(features))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_residual = np.log(y) - self._log_time(features, self._raw_log_g(features))
+        readable = np.flatnonzero(np.isfinite(log_residual))
+        features, log_residual = features.take(readable), log_residual[readable]
         trees, groups = _shape_trees(self.anchor_.groups), shape_group(features.meta)
         out = {}
         for key, rows in rows_of_each(units(features.meta)).items():
-            anchor_rows = np.flatnonzero(self.anchor_.groups == groups[rows[0]])
+            group = groups[rows[0]]
+            anchor_rows = np.flatnonzero(self.anchor_.groups == group)
             departs = np.sqrt(np.mean(log_residual[rows] ** 2)) > self.residual_sigma_
             if len(rows) < MIN_SHOTS or not len(anchor_rows) or not departs:
                 continue
-            excluded = trees[groups[rows[0]]][1]
+            excluded = trees[group][1] + (() if group == "other" else GROWING_WITHOUT_DIRECTION)
             columns = [c for c in self.anchor_.X.columns if c not in excluded]
             monotone = {c: d for c, d in SHAPE_MONOTONE.items() if c in columns}
             out[str(key)] = self.anchor_.correction(
