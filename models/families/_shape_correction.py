@@ -2,13 +2,13 @@
 
 The physics family's shape term is shared by every device, so a device's ten measurements cannot
 refit it without moving every other device's answers. Yet shots often say where on the shape a
-device departs from it (a CPU's skinny GEMMs, say). Moving the unit's parameters
-moves every shape alike (docs/BENCHMARKS.md, issue 24: ten skinny shots of the Xeon Phi made its
-other rows worse). So a unit with enough shots also learns a correction of its own: a small tree on
-the log residual of the adapted law at its shots, beside a seeded sample of training rows at their
-own residual (the *anchor*: near zero where the shape term was right on the devices that trained
-it), the shots together weighing as much as the anchor. Between the shots the tree follows them;
-where the anchor's rows dominate it stays near zero. It answers for that device only.
+device departs from it (a CPU's skinny GEMMs, say). Moving the unit's parameters moves every shape
+alike (docs/BENCHMARKS.md, issue 24: ten skinny shots of the Xeon Phi made its other rows worse).
+So a unit with enough shots also learns a correction of its own: a small tree on the log residual
+of the adapted law at its shots, beside a seeded sample of training rows at their own residual (the
+*anchor*: near zero where the shape term was right on the devices that trained it), the shots
+together weighing as much as the anchor. Between the shots the tree follows them; where the
+anchor's rows dominate it stays near zero. It answers for that device only.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class Anchor:
 
     @classmethod
     def sample(cls, X: pd.DataFrame, groups: np.ndarray, residual: np.ndarray, seed: int) -> Anchor:
+        """At most ``ANCHOR_ROWS`` of the training rows (seeded), in their order."""
         rows = np.arange(len(X))
         if len(rows) > ANCHOR_ROWS:
             rows = np.sort(np.random.default_rng(seed).choice(rows, ANCHOR_ROWS, replace=False))
@@ -97,6 +98,5 @@ class Anchor:
 def log_correction(tree: TreeFamily, X: pd.DataFrame) -> np.ndarray:
     """A correction's log residual for rows ``X``."""
     reference = pd.DataFrame({TARGET: np.zeros(len(X))}, index=X.index)
-    return tree.predict(Features(X=X, reference=reference, meta=pd.DataFrame(index=X.index)))[
-        TARGET
-    ].to_numpy()
+    rows = Features(X=X, reference=reference, meta=pd.DataFrame(index=X.index))
+    return tree.predict(rows)[TARGET].to_numpy()

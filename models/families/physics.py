@@ -30,7 +30,8 @@ was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviati
 ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured).
 
 ``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
-parameters as the prior), never the shape term: measurements of one device leave every other
+parameters as the prior), never the shape term, and corrects a unit whose shots depart from its law
+where on the shape they do (``_shape_correction``): measurements of one device leave every other
 device's estimates bit-identical.
 """
 
@@ -757,12 +758,10 @@ class PhysicsFamily:
     def _corrections(self, features: Features, y: np.ndarray) -> dict[str, TreeFamily]:
         """Per unit with ``MIN_SHOTS`` usable measurements that depart from its adapted law by more than
         the law's own error on its training rows (RMS on the log scale: below it they hold nothing the
-        law does not miss everywhere), the correction of that law over its shape tree's columns (on a GPU
-        less ``GROWING_WITHOUT_DIRECTION``), in the shape term's monotone directions on every kind,
-        anchored by the anchor's rows of its class. A
-        class the anchor has no row of (a tensor core where no matrix unit trained) is not corrected
-        (docs/DESIGN-NOTES.md, issue 24).
-        """
+        law does not miss everywhere), the correction of that law over its shape tree's columns (on a
+        GPU less ``GROWING_WITHOUT_DIRECTION``), in the shape term's monotone directions on every kind,
+        anchored by the anchor's rows of its class. A class the anchor has no row of (a tensor core
+        where no matrix unit trained) is not corrected (docs/DESIGN-NOTES.md, issue 24)."""
         if self.anchor_ is None:
             return {}
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -786,8 +785,8 @@ class PhysicsFamily:
         return out
 
     def moved(self, meta: pd.DataFrame) -> np.ndarray:
-        """Whether each row's unit answers from measurements (``adapt`` moved its parameters); a unit
-        measured but kept at its prior answers as it did before."""
+        """Whether each row's unit answers from measurements (``adapt`` moved its parameters or
+        corrected it); a unit measured but kept at its prior answers as it did before."""
         return np.isin(units(meta), sorted(self.moved_))
 
     def _posterior(
