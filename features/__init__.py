@@ -195,6 +195,17 @@ class Features:
         )
 
 
+def bare(X: pd.DataFrame, target: str, monotone: dict[str, int] | None = None) -> Features:
+    """Rows of a bare table for a family that learns ``target`` on its own scale (a reference of
+    zeros, no meta), with ``monotone`` as its directions: a tree inside another family."""
+    return Features(
+        X=X,
+        reference=pd.DataFrame({target: np.zeros(len(X))}, index=X.index),
+        meta=pd.DataFrame(index=X.index),
+        monotone={target: monotone or {}},
+    )
+
+
 def concat(parts: list[Features]) -> Features:
     """Rows of several Features, one after the other."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from preflight.features import Features
+from preflight.features import bare
 from preflight.models.core.targets import Target
 from preflight.models.families.tree import TreeFamily
 
@@ -66,12 +66,7 @@ class Anchor:
         X = pd.concat([self.X[columns].iloc[rows], shots[columns]], ignore_index=True)
         y = np.r_[self.residual[rows], residual]
         weight = np.r_[np.ones(len(rows)), np.full(len(residual), len(rows) / len(residual))]
-        features = Features(
-            X=X,
-            reference=pd.DataFrame({TARGET: np.zeros(len(X))}),
-            meta=pd.DataFrame(index=X.index),
-            monotone={TARGET: {c: -d for c, d in monotone.items()}},
-        )
+        features = bare(X, TARGET, {c: -d for c, d in monotone.items()})
         tree = TreeFamily(
             targets={TARGET: Target("", "identity")},
             n_estimators=TREES,
@@ -97,6 +92,4 @@ class Anchor:
 
 def log_correction(tree: TreeFamily, X: pd.DataFrame) -> np.ndarray:
     """A correction's log residual for rows ``X``."""
-    reference = pd.DataFrame({TARGET: np.zeros(len(X))}, index=X.index)
-    rows = Features(X=X, reference=reference, meta=pd.DataFrame(index=X.index))
-    return tree.predict(rows)[TARGET].to_numpy()
+    return tree.predict(bare(X, TARGET))[TARGET].to_numpy()

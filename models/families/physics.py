@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
-from preflight.features import Features, among, distinct_rows, rows_of_each
+from preflight.features import Features, among, bare, distinct_rows, rows_of_each
 from preflight.features.gemm import LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, log_correction
@@ -502,11 +502,10 @@ class PhysicsFamily:
         for group, (rows, excluded) in _shape_trees(shape_group(features.meta)).items():
             gpu = group != "other"
             columns = [c for c in features.X.columns if c not in excluded]
-            shape = Features(
-                X=features.X[columns].iloc[rows].reset_index(drop=True),
-                reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
-                meta=features.meta.iloc[rows].reset_index(drop=True),
-                monotone={"log_g": {c: d for c, d in SHAPE_MONOTONE.items() if c in columns and gpu}},
+            shape = bare(
+                features.X[columns].iloc[rows].reset_index(drop=True),
+                "log_g",
+                {c: d for c, d in SHAPE_MONOTONE.items() if c in columns and gpu},
             )
             tree = TreeFamily(
                 targets={"log_g": Target("", "identity")},
@@ -607,12 +606,7 @@ class PhysicsFamily:
         return np.where(among(groups, list(self.shape_)), groups, next(iter(self.shape_)))
 
     def _tree_log_g(self, tree: str, features: Features, rows: np.ndarray) -> np.ndarray:
-        part = Features(
-            X=features.X.iloc[rows],
-            reference=pd.DataFrame({"log_g": np.zeros(len(rows))}),
-            meta=features.meta.iloc[rows, :0],  # a tree reads no meta: its rows without copying columns
-        )
-        return self.shape_[tree].predict(part)["log_g"].to_numpy()
+        return self.shape_[tree].predict(bare(features.X.iloc[rows], "log_g"))["log_g"].to_numpy()
 
     def _tops(self, raw: np.ndarray, meta: pd.DataFrame) -> dict[str, float]:
         """Each shape tree's top (``SHAPE_TOP`` quantile) over the rows it learned from (``raw``, the
