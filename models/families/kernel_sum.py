@@ -3,7 +3,8 @@ roofline, learned from every part a profiler timed, summed over the parts of an 
 
 Parts (``Features.parts``) are the kernels of one operator and pass; each is learned as
 ``log(measured / roofline)`` from device-relative features, so it carries to a GPU absent from
-training, and never faster than the roofline. An item's estimate is Σ count × part estimate. (A
+training, and never faster than the roofline; a GEMM part is never slower on a board with more
+power headroom (``PART_MONOTONE``). An item's estimate is Σ count × part estimate. (A
 learned whole-run factor per mode, for launch gaps no part shows, changed leave-one-GPU-out error by
 0.2 points on NeuSight's traces and was left out.) The predictor calibrates the *sum* against
 measured end-to-end times, so its interval never treats the parts' errors as independent.
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features
-from preflight.features.model_latency import PART_COUNT, PART_OBSERVED, PART_REFERENCE
+from preflight.features.model_latency import PART_COUNT, PART_MONOTONE, PART_OBSERVED, PART_REFERENCE
 from preflight.models.core.targets import Target
 
 
@@ -78,6 +79,7 @@ class KernelSumFamily:
             "deterministic": True,
             "num_threads": 1,
             "verbosity": -1,
+            "monotone_constraints": [PART_MONOTONE.get(c, 0) for c in self.columns_],
         }
         self.booster_ = lgb.train(params, data, self.n_estimators)
         return self

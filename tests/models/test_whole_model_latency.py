@@ -2,16 +2,20 @@
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from preflight.data import sources
 from preflight.data.model_latency import ModelLatencyItem
 from preflight.data.settings import Settings
+from preflight.features import Parts
 from preflight.features import model_latency as features_of
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
+from preflight.models.families.kernel_sum import KernelSumFamily
 from preflight.service.app import create_app
 from preflight.service.cli import app
 from typer.testing import CliRunner
@@ -40,6 +44,38 @@ def test_a_trace_becomes_timed_parts_that_sum_to_its_roofline(traces, catalogue)
     train = rows["mode"].to_numpy() == "train"
     backward_owners = set(parts.owner[frame["backward"].to_numpy() == 1])
     assert backward_owners == set(np.flatnonzero(train))  # backward parts only in training runs
+
+
+def test_a_gemm_part_reads_its_gemm_columns_and_power_headroom_not_the_memory_bound_ones(traces, catalogue):
+    _, rows = traces
+    parts = features_of.model_on_device(rows, catalogue).parts
+    frame, device = parts.frame, rows["device"].to_numpy()[parts.owner]
+    gemm = frame["kind"].to_numpy() == features_of.KIND_CODES["gemm"]
+    assert frame.loc[gemm, list(features_of.MEMORY_BOUND_COLUMNS)].isna().all().all()
+    assert frame.loc[~gemm, list(features_of.MEMORY_BOUND_COLUMNS)].notna().all().all()
+    assert frame.loc[~gemm, features_of.HEADROOM].isna().all()
+    headroom = frame.loc[gemm, features_of.HEADROOM].groupby(device[gemm]).agg(["min", "max"])
+    assert (headroom["min"] == headroom["max"]).all()  # one board, one headroom
+    # a 70 W T4 cannot hold its boost clock; a 250 W V100 or A100 can
+    assert headroom.loc["Tesla T4", "min"] < headroom.drop("Tesla T4")["min"].min()
+
+
+def test_more_power_headroom_never_makes_a_gemm_part_slower_even_if_the_traces_say_so(traces, catalogue):
+    """Trained on parts that ran slower on boards with more power headroom (the opposite of physics), a
+    GEMM part's estimate still never rises with headroom."""
+    _, rows = traces
+    features = TASK.featurize(rows, catalogue)
+    frame = features.parts.frame
+    gemm = frame["kind"].to_numpy() == features_of.KIND_CODES["gemm"]
+    headroom = frame[features_of.HEADROOM].fillna(0.0).to_numpy()
+    slowed = frame[features_of.PART_OBSERVED] * np.where(gemm, 2.0 ** (headroom - headroom[gemm].min()), 1.0)
+    backwards = Parts(frame.assign(**{features_of.PART_OBSERVED: slowed}), features.parts.owner)
+    family = KernelSumFamily(targets=TASK.targets).fit(replace(features, parts=backwards), None)
+    part = frame[gemm].iloc[[0]]
+    sweep = np.linspace(headroom[gemm].min() - 1, headroom[gemm].max() + 1, 25)
+    inputs = pd.concat([part] * len(sweep), ignore_index=True).assign(**{features_of.HEADROOM: sweep})
+    estimate = family.booster_.predict(KernelSumFamily._inputs(inputs)[family.columns_].to_numpy(float))
+    assert (np.diff(estimate) <= 1e-12).all()
 
 
 def test_a_config_item_has_the_same_work_as_its_trace(traces, catalogue):
