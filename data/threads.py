@@ -1,15 +1,25 @@
-"""torch's thread count for the length of a block: one thread makes small models' arithmetic the same on
-every machine and avoids a second thread's stalls when the other core is busy."""
+"""Threads and the interpreter: torch's thread count for the length of a block, and parsing serialised on
+CPython 3.11, whose AST constructor fails when two threads parse at once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ast
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+#: Held while ``ast.parse`` runs, once ``serialise_parsing`` has wrapped it.
+PARSING = threading.RLock()
 
 
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
-    """Run the block on ``threads`` torch threads (None: leave the count as it is)."""
+    """Run the block on ``threads`` torch threads (None: leave the count as it is). One thread makes
+    small models' arithmetic the same on every machine and avoids a second thread's stalls when the
+    other core is busy."""
     import torch
 
     before = torch.get_num_threads()
@@ -19,3 +29,24 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def serialise_parsing() -> None:
+    """On CPython 3.11, make ``ast.parse`` (and so ``ast.literal_eval``) one thread at a time, once per
+    process. 3.11 keeps the AST constructor's recursion depth in state every thread shares, so two
+    threads parsing at once can fail with ``SystemError: AST constructor recursion depth mismatch``
+    (python/cpython gh-106905). numpy parses every ``.npy`` header that way when a served model loads,
+    and the FPGA featurizer parses C literals: a reload beside a request, or beside an in-process test
+    client, failed so."""
+    if sys.version_info >= (3, 12) or getattr(ast.parse, "__wrapped__", None) is not None:
+        return
+    ast.parse = _serialised(ast.parse)
+
+
+def _serialised(parse: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(parse)
+    def parse_alone(*args: Any, **kwargs: Any) -> Any:
+        with PARSING:
+            return parse(*args, **kwargs)
+
+    return parse_alone
