@@ -1,13 +1,15 @@
 """Whole-model latency on a GPU absent from training: each GPU's traces (and so its kernels) left out.
 
-    PREFLIGHT_DATASETS=../shared/datasets .venv/bin/python bench/model_latency.py [--group model]
+    PREFLIGHT_DATASETS=../shared/datasets python bench/model_latency.py [--group G] [--with-elementwise]
 
 NeuSight's traces (BERT-large, GPT-2 large, GPT-3 XL / 2.7B, OPT-1.3B; inference and training) on
 nine GPUs. For each GPU: mean APE of the end-to-end latency over its traces for the kernel-sum model,
 the fitted roofline (the task's baseline) and the plain roofline (summed kernel rooflines from the
 spec sheet), and the coverage of the 0.9 interval. ``--group`` leaves out another of the task's groups
 instead (``model``: each model; ``model-device``: each model on each GPU), still reported per GPU.
-Writes bench/out/model_latency.json.
+``--with-elementwise`` trains on NeuSight's one-operator elementwise timings too, as ``preflight train
+model-latency`` does (the held-out group's left out with it), and scores the traces alone. Writes
+bench/out/model_latency.json.
 """
 
 from __future__ import annotations
@@ -32,20 +34,23 @@ OUT = Path(__file__).parent / "out" / "model_latency.json"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--group", default="device", choices=sorted(TASK.groups))
-    group = parser.parse_args().group
+    parser.add_argument("--with-elementwise", action="store_true")
+    args = parser.parse_args()
     settings = Settings()
     path = sources.default_path("neusight-traces", settings.datasets)
     if path is None:
         raise SystemExit("no NeuSight traces found; set PREFLIGHT_DATASETS")
     start = time.perf_counter()
-    rows = TASK.rows(sources.load("neusight-traces", path).rows)
+    traces = TASK.rows(sources.load("neusight-traces", path).rows)
+    rows = pd.concat([traces, *_elementwise(settings, args.with_elementwise)], ignore_index=True)
     catalogue = Catalogue.load(settings.devices_file)
-    outcome = evaluate.cross_validate(TASK, rows, catalogue, TASK.default_family, group)
-    y = outcome.y["latency_ms"].to_numpy()
-    tested = rows.iloc[outcome.test_index].reset_index(drop=True)
+    outcome = evaluate.cross_validate(TASK, rows, catalogue, TASK.default_family, args.group)
+    scored = outcome.test_index < len(traces)  # the traces, not the one-operator rows
+    y = outcome.y["latency_ms"].to_numpy()[scored]
+    tested = rows.iloc[outcome.test_index[scored]].reset_index(drop=True)
     plain = TASK.featurize(tested, catalogue).reference["latency_ms"].to_numpy()
-    model, baseline = (e.value["latency_ms"].to_numpy() for e in (outcome.model, outcome.baseline))
-    low, high = (getattr(outcome.model, side)["latency_ms"].to_numpy() for side in ("low", "high"))
+    model, baseline = (e.value["latency_ms"].to_numpy()[scored] for e in (outcome.model, outcome.baseline))
+    low, high = (getattr(outcome.model, side)["latency_ms"].to_numpy()[scored] for side in ("low", "high"))
     table = pd.DataFrame(
         {
             "device": tested["device"],
@@ -58,12 +63,23 @@ def main() -> None:
     per_device = table.groupby("device").agg(
         n=("coverage", "size"), **{c: (c, "mean") for c in table.columns if c != "device"}
     )
-    print(f"source {path}: {len(rows)} traces, each {group} left out, {time.perf_counter() - start:.0f} s")
+    trained = " and the elementwise timings" if args.with_elementwise else ""
+    print(f"{len(traces)} traces{trained}, each {args.group} left out, {time.perf_counter() - start:.0f} s")
     print(per_device.round(2).to_string())
     print("mean over GPUs:", per_device.drop(columns="n").mean().round(2).to_dict())
     print("all traces:", table.drop(columns="device").mean().round(2).to_dict())
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps({"per_device": per_device.reset_index().to_dict("records")}, indent=2))
+
+
+def _elementwise(settings: Settings, wanted: bool) -> list[pd.DataFrame]:
+    """NeuSight's one-operator elementwise rows, if ``wanted``."""
+    if not wanted:
+        return []
+    path = sources.default_path("neusight-elementwise", settings.datasets)
+    if path is None:
+        raise SystemExit("no NeuSight elementwise timings found; set PREFLIGHT_DATASETS")
+    return [TASK.rows(sources.load("neusight-elementwise", path).rows)]
 
 
 if __name__ == "__main__":
