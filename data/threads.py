@@ -1,5 +1,5 @@
 """Threads and the interpreter: torch's thread count for the length of a block, and parsing serialised on
-CPython 3.11, whose AST constructor fails when two threads parse at once."""
+CPython before 3.11.8, whose AST constructor fails when two threads parse at once."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any
 
 #: Held while ``ast.parse`` runs, once ``serialise_parsing`` has wrapped it.
 PARSING = threading.RLock()
+#: The first CPython whose AST constructor counts its recursion per call (gh-106905's 3.11 backport).
+FIXED_PARSING = (3, 11, 8)
 
 
 @contextmanager
@@ -32,13 +34,13 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 
 
 def serialise_parsing() -> None:
-    """On CPython 3.11, make ``ast.parse`` (and so ``ast.literal_eval``) one thread at a time, once per
-    process. 3.11 keeps the AST constructor's recursion depth in state every thread shares, so two
-    threads parsing at once can fail with ``SystemError: AST constructor recursion depth mismatch``
-    (python/cpython gh-106905). numpy parses every ``.npy`` header that way when a served model loads,
-    and the FPGA featurizer parses C literals: a reload beside a request, or beside an in-process test
-    client, failed so."""
-    if sys.version_info >= (3, 12) or getattr(ast.parse, "__wrapped__", None) is not None:
+    """Before CPython 3.11.8, make ``ast.parse`` (and so ``ast.literal_eval``) one thread at a time, once
+    per process. Until then the AST constructor kept its recursion depth in state every thread shares,
+    so two threads parsing at once could fail with ``SystemError: AST constructor recursion depth
+    mismatch`` (python/cpython gh-106905). numpy parses every ``.npy`` header that way when a served
+    model loads, and the FPGA featurizer parses C literals: a reload beside a request, or beside an
+    in-process test client, failed so."""
+    if sys.version_info >= FIXED_PARSING or getattr(ast.parse, "__wrapped__", None) is not None:
         return
     ast.parse = _serialised(ast.parse)
 

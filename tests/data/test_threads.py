@@ -1,4 +1,5 @@
-"""Parsing one thread at a time on CPython 3.11 (python/cpython gh-106905), from importing preflight on."""
+"""Parsing one thread at a time before CPython 3.11.8 (python/cpython gh-106905), from importing preflight
+on."""
 
 import ast
 import sys
@@ -7,10 +8,10 @@ import threading
 import numpy as np
 import preflight  # noqa: F401  (importing it serialises parsing)
 import pytest
-from preflight.data.threads import PARSING, serialise_parsing
+from preflight.data.threads import FIXED_PARSING, PARSING, serialise_parsing
 
 pytestmark = pytest.mark.skipif(
-    sys.version_info >= (3, 12), reason="parsing is serialised on CPython 3.11 only"
+    sys.version_info >= FIXED_PARSING, reason="parsing is serialised before CPython 3.11.8 only"
 )
 
 
