@@ -5,11 +5,11 @@
 NeuSight's traces (BERT-large, GPT-2 large, GPT-3 XL / 2.7B, OPT-1.3B; inference and training) on
 nine GPUs. For each GPU: mean APE of the end-to-end latency over its traces for the kernel-sum model,
 the fitted roofline (the task's baseline) and the plain roofline (summed kernel rooflines from the
-spec sheet), and the coverage of the 0.9 interval. ``--group`` leaves out another of the task's groups
-instead (``model``: each model; ``model-device``: each model on each GPU), still reported per GPU.
-``--with-elementwise`` trains on NeuSight's one-operator elementwise timings too, as ``preflight train
-model-latency`` does (the held-out group's left out with it), and scores the traces alone. Writes
-bench/out/model_latency.json.
+spec sheet), and the coverage of the 0.9 interval. Folds are grouped (one group each while there are at
+most 20 groups, else 5 folds). ``--group`` groups by another of the task's groups instead (``model``:
+each model; ``model-device``: each model on each GPU), still reported per GPU. ``--with-elementwise``
+trains on NeuSight's one-operator elementwise timings too, as ``preflight train model-latency`` does,
+each in its device's group, and scores the traces alone. Writes bench/out/model_latency.json.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ OUT = Path(__file__).parent / "out" / "model_latency.json"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="whole-model latency on GPUs held out of training")
     parser.add_argument("--group", default="device", choices=sorted(TASK.groups))
     parser.add_argument("--with-elementwise", action="store_true")
     args = parser.parse_args()
@@ -64,7 +64,9 @@ def main() -> None:
         n=("coverage", "size"), **{c: (c, "mean") for c in table.columns if c != "device"}
     )
     trained = " and the elementwise timings" if args.with_elementwise else ""
-    print(f"{len(traces)} traces{trained}, each {args.group} left out, {time.perf_counter() - start:.0f} s")
+    print(
+        f"{path}: {len(traces)} traces{trained}, folds by {args.group}, {time.perf_counter() - start:.0f} s"
+    )
     print(per_device.round(2).to_string())
     print("mean over GPUs:", per_device.drop(columns="n").mean().round(2).to_dict())
     print("all traces:", table.drop(columns="device").mean().round(2).to_dict())

@@ -36,10 +36,11 @@ GEMM_COLUMNS = (
 )
 #: The GEMM featurizer's power roofline (its meta), a GEMM part's input.
 HEADROOM = "power_headroom_log2"
-#: The memory-bound parts' device-relative columns. A GEMM part reads the GEMM featurizer's own (waves
-#: of output tiles, working set over the cache) and the board's power headroom instead: these two
-#: only repeat those crudely for a GEMM while naming its device, and leaving each GPU out, a GPU came
-#: out as slow as the ones it shared them with (docs/BENCHMARKS.md, issue 24, whole models).
+#: The memory-bound parts' device-relative columns, computed for every part. The kernel-sum family
+#: leaves them out of a GEMM part, which reads the GEMM featurizer's own (waves of output tiles, working
+#: set over the cache) and the board's power headroom instead: these two only repeat those crudely for
+#: a GEMM while naming its device, and leaving each GPU out, a GPU came out as slow as the ones it
+#: shared them with (docs/BENCHMARKS.md, issue 24, whole models).
 MEMORY_BOUND_COLUMNS = ("elements_per_unit_log2", "traffic_over_llc_log2")
 #: Directions physics fixes for a part's log time over its roofline: a board with more power headroom
 #: (``features.gemm.power_headroom_log2``: a T4 or P4 cannot hold its boost clock) is never slower.
@@ -109,7 +110,6 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
         features = gemm_features.gemm_on_device(rows.reset_index(drop=True), catalogue)
         X.loc[gemm, list(GEMM_COLUMNS)] = features.X[list(GEMM_COLUMNS)].to_numpy()
         X.loc[gemm, HEADROOM] = features.meta[HEADROOM].to_numpy(dtype=float)
-        X.loc[gemm, list(MEMORY_BOUND_COLUMNS)] = np.nan
         roofline[gemm] = features.reference["runtime_ms"].to_numpy()
     X["roofline_us_log2"] = np.log2(np.minimum(roofline * 1e3, gemm_features.SATURATION_US))
     return X, roofline

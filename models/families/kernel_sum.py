@@ -20,7 +20,15 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features
-from preflight.features.model_latency import PART_COUNT, PART_MONOTONE, PART_OBSERVED, PART_REFERENCE
+from preflight.features.model_latency import (
+    HEADROOM,
+    KIND_CODES,
+    MEMORY_BOUND_COLUMNS,
+    PART_COUNT,
+    PART_MONOTONE,
+    PART_OBSERVED,
+    PART_REFERENCE,
+)
 from preflight.models.core.targets import Target
 
 
@@ -50,9 +58,14 @@ class KernelSumFamily:
             for k in ("num_leaves", "learning_rate", "n_estimators", "min_child_samples", "seed")
         }
 
-    @staticmethod
-    def _inputs(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.drop(columns=[PART_REFERENCE, PART_OBSERVED, PART_COUNT])
+    def _inputs(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The parts' model inputs (``columns_``). A GEMM part leaves ``MEMORY_BOUND_COLUMNS`` empty,
+        unless the model was fitted before parts had the board's power headroom: it reads them as then."""
+        inputs = frame[self.columns_].copy()
+        if HEADROOM in self.columns_:
+            gemm = inputs["kind"].to_numpy() == KIND_CODES["gemm"]
+            inputs.loc[gemm, list(MEMORY_BOUND_COLUMNS)] = np.nan
+        return inputs
 
     def fit(
         self, features: Features, Y: pd.DataFrame, sample_weight: np.ndarray | None = None
@@ -66,7 +79,7 @@ class KernelSumFamily:
                 "kernel-sum learns from timed parts (per-operator traces); none in the training data"
             )
         weight = None if sample_weight is None else np.asarray(sample_weight)[parts.owner[timed]]
-        self.columns_ = list(self._inputs(frame).columns)
+        self.columns_ = [c for c in frame.columns if c not in (PART_REFERENCE, PART_OBSERVED, PART_COUNT)]
         data = lgb.Dataset(
             self._inputs(frame)[timed], np.log(observed[timed] / reference[timed]), weight=weight
         )
@@ -87,7 +100,7 @@ class KernelSumFamily:
     def _summed(self, features: Features) -> np.ndarray:
         parts = _parts_of(features)
         frame = parts.frame
-        matrix = self._inputs(frame)[self.columns_].to_numpy(dtype=float)
+        matrix = self._inputs(frame).to_numpy(dtype=float)
         estimate = frame[PART_REFERENCE].to_numpy() * np.exp(
             np.maximum(self.booster_.predict(matrix, num_threads=1), 0.0)
         )

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from preflight.data.errors import DataError, UsageError
 from preflight.data.threads import serialise_parsing
 
-serialise_parsing()  # before any thread of a service, a CLI or a notebook parses (data/threads.py)
+serialise_parsing()  # ast.parse one thread at a time where CPython races (data/threads.py)
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -46,18 +46,37 @@ def test_a_trace_becomes_timed_parts_that_sum_to_its_roofline(traces, catalogue)
     assert backward_owners == set(np.flatnonzero(train))  # backward parts only in training runs
 
 
-def test_a_gemm_part_reads_its_gemm_columns_and_power_headroom_not_the_memory_bound_ones(traces, catalogue):
+def test_a_gemm_part_carries_its_boards_power_headroom(traces, catalogue):
     _, rows = traces
     parts = features_of.model_on_device(rows, catalogue).parts
     frame, device = parts.frame, rows["device"].to_numpy()[parts.owner]
     gemm = frame["kind"].to_numpy() == features_of.KIND_CODES["gemm"]
-    assert frame.loc[gemm, list(features_of.MEMORY_BOUND_COLUMNS)].isna().all().all()
-    assert frame.loc[~gemm, list(features_of.MEMORY_BOUND_COLUMNS)].notna().all().all()
+    assert frame[list(features_of.MEMORY_BOUND_COLUMNS)].notna().all().all()  # computed for every part
     assert frame.loc[~gemm, features_of.HEADROOM].isna().all()
     headroom = frame.loc[gemm, features_of.HEADROOM].groupby(device[gemm]).agg(["min", "max"])
     assert (headroom["min"] == headroom["max"]).all()  # one board, one headroom
     # a 70 W T4 cannot hold its boost clock; a 250 W V100 or A100 can
     assert headroom.loc["Tesla T4", "min"] < headroom.drop("Tesla T4")["min"].min()
+
+
+def test_kernel_sum_leaves_the_memory_bound_columns_out_of_a_gemm_part_unless_fitted_before(
+    traces, catalogue
+):
+    """A GEMM part reads its GEMM columns and headroom; a model fitted before parts had the headroom
+    reads the memory-bound columns as it was fitted, so its answers do not move."""
+    _, rows = traces
+    features, Y = TASK.featurize(rows, catalogue), TASK.target_frame(rows)
+    frame = features.parts.frame
+    gemm = frame["kind"].to_numpy() == features_of.KIND_CODES["gemm"]
+    family = KernelSumFamily(targets=TASK.targets).fit(features, Y)
+    inputs = family._inputs(frame)
+    assert inputs.loc[gemm, list(features_of.MEMORY_BOUND_COLUMNS)].isna().all().all()
+    assert inputs.loc[~gemm, list(features_of.MEMORY_BOUND_COLUMNS)].notna().all().all()
+    before = replace(features, parts=Parts(frame.drop(columns=features_of.HEADROOM), features.parts.owner))
+    old = KernelSumFamily(targets=TASK.targets).fit(before, Y)
+    assert features_of.HEADROOM not in old.columns_
+    assert old._inputs(frame).loc[gemm, list(features_of.MEMORY_BOUND_COLUMNS)].notna().all().all()
+    np.testing.assert_array_equal(old.predict(features), old.predict(before))
 
 
 def test_more_power_headroom_never_makes_a_gemm_part_slower_even_if_the_traces_say_so(traces, catalogue):
@@ -74,7 +93,7 @@ def test_more_power_headroom_never_makes_a_gemm_part_slower_even_if_the_traces_s
     part = frame[gemm].iloc[[0]]
     sweep = np.linspace(headroom[gemm].min() - 1, headroom[gemm].max() + 1, 25)
     inputs = pd.concat([part] * len(sweep), ignore_index=True).assign(**{features_of.HEADROOM: sweep})
-    estimate = family.booster_.predict(KernelSumFamily._inputs(inputs)[family.columns_].to_numpy(float))
+    estimate = family.booster_.predict(family._inputs(inputs).to_numpy(float))
     assert (np.diff(estimate) <= 1e-12).all()
 
 
