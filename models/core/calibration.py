@@ -20,6 +20,9 @@ from preflight.models.core.targets import Target
 #: A calibration stratum with fewer scores than this falls back to the pooled scores of its side.
 MIN_STRATUM_SCORES = 30
 
+#: The coverage at which an unmeasured stratum's two candidate calibrators are compared.
+COMPARED_COVERAGE = 0.9
+
 #: Sides: a device measured in training, one whose machine (architecture) was, one entirely new.
 SIDES = ("seen", "sibling", "unseen")
 #: Where a side without scores borrows them: a sibling is as uncertain as a new device before a seen one.
@@ -97,10 +100,18 @@ class Calibration:
     def calibrator(self, target: str, side: str, stratum: str) -> Conformal:
         """The most specific calibrator there are scores for: the row's side, its stratum, then the
         stratum's parents, then the side pooled. A stratum no side has scores for (a GEMM on matrix
-        units, never measured) is as uncertain as a device never seen: the unseen side's."""
+        units, a whole model in fp16: never measured) is at least as uncertain as a device never seen
+        and as the row's side: the wider of the two at ``COMPARED_COVERAGE``."""
         lineage = [*_lineage(stratum), "*"]
-        calibrated = any(target in self.calibrators.get(f"{s}/{stratum}", {}) for s in SIDES)
-        sides = FALLBACK[side] if calibrated else ("unseen", *FALLBACK[side])
+        if any(target in self.calibrators.get(f"{s}/{stratum}", {}) for s in SIDES):
+            return self._most_specific(target, FALLBACK[side], lineage)
+        unseen = self._most_specific(target, ("unseen", *FALLBACK[side]), lineage)
+        if self.targets[target].kind.event:
+            return unseen
+        own = self._most_specific(target, FALLBACK[side], lineage)
+        return max(unseen, own, key=lambda c: c.quantile(COMPARED_COVERAGE))
+
+    def _most_specific(self, target: str, sides: tuple[str, ...], lineage: list[str]) -> Conformal:
         for key in (f"{s}/{level}" for s in sides for level in lineage):
             if target in self.calibrators.get(key, {}):
                 return self.calibrators[key][target]
