@@ -79,6 +79,9 @@ LAUNCH_FLOOR_MS = {"gpu": 2e-3}
 #: How much faster than DRAM a working set that fits the last-level cache streams (L2 on a GPU, L3 on
 #: a CPU: a stated prior, about 3-5x on current parts), so that the roofline stays a limit for it.
 CACHE_SPEEDUP = 4.0
+#: The meta column of the power roofline (``power_headroom_log2``): the physics prior and a whole model's
+#: GEMM parts read it.
+HEADROOM = "power_headroom_log2"
 #: Energy per FLOP halves about every this many years of process nodes (a power roofline's clock).
 NODE_HALVING_YEARS = 2.5
 #: A matrix unit's FLOP costs about this fraction of a vector FMA's energy (operands fetched once
@@ -283,9 +286,7 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "compute_ms": compute_s * 1e3,
             "memory_ms": memory_s * 1e3,
             "matrix_units": matrix,
-            "power_headroom_log2": power_headroom_log2(
-                spec["tdp_w"], peak / 1e12, vector_peak, spec["year"], matrix
-            ),
+            HEADROOM: power_headroom_log2(spec["tdp_w"], peak / 1e12, vector_peak, spec["year"], matrix),
             "math_dtype": math_dtype,
         }
     )

@@ -19,6 +19,7 @@ from preflight.data.gemm import Dtype
 from preflight.data.model_latency import OperatorSpec, kernels, model_operators
 from preflight.features import Features, Parts, device
 from preflight.features import gemm as gemm_features
+from preflight.features.gemm import HEADROOM
 
 #: Columns of ``Parts.frame`` that are not model inputs.
 PART_REFERENCE, PART_OBSERVED, PART_COUNT = "roofline_ms", "observed_ms", "count"
@@ -34,8 +35,6 @@ GEMM_COLUMNS = (
     "library_wave_efficiency",
     "library_tile_efficiency",
 )
-#: The GEMM featurizer's power roofline (its meta), a GEMM part's input.
-HEADROOM = "power_headroom_log2"
 #: The memory-bound parts' device-relative columns, computed for every part. The kernel-sum family
 #: leaves them out of a GEMM part, which reads the GEMM featurizer's own (waves of output tiles, working
 #: set over the cache) and the board's power headroom instead: these two only repeat those crudely for

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features
+from preflight.features.gemm import HEADROOM
 from preflight.features.model_latency import (
-    HEADROOM,
     KIND_CODES,
     MEMORY_BOUND_COLUMNS,
     PART_COUNT,

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.features import Features, among, bare, distinct_rows, rows_of_each
-from preflight.features.gemm import LAUNCH_FLOOR_MS
+from preflight.features.gemm import HEADROOM, LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, log_correction
 from preflight.models.families.tree import TreeFamily
@@ -55,7 +55,7 @@ from scipy.optimize import least_squares
 from scipy.special import expit
 
 #: Meta columns the law reads (the GEMM featurizer's).
-COMPUTE, MEMORY, MATRIX, HEADROOM = "compute_ms", "memory_ms", "matrix_units", "power_headroom_log2"
+COMPUTE, MEMORY, MATRIX = "compute_ms", "memory_ms", "matrix_units"
 #: ``X`` columns no shape term reads: device identity it could memorise instead of shape.
 DEVICE_COLUMNS = ("ridge_log2", "vendor", "peak_is_fallback")
 #: Columns a GPU's shape term leaves out besides: the dtype, which the units' parameters carry (a
@@ -188,16 +188,18 @@ def _shape_trees(groups: np.ndarray) -> dict[str, tuple[np.ndarray, tuple[str, .
     public source measured a matrix unit), whenever there is one."""
     gpu = np.isin(groups, ("gpu", "matrix"))
     trees = {
-        str(group): (
-            np.flatnonzero(groups == group),
-            DEVICE_COLUMNS + (GPU_COLUMNS if group == "gpu" else ()),
-        )
+        str(group): (np.flatnonzero(groups == group), _left_out(str(group)))
         for group in np.unique(groups)
         if group != "matrix"
     }
     if gpu.any():
-        trees["matrix"] = (np.flatnonzero(gpu), DEVICE_COLUMNS + GPU_COLUMNS + PEAK_COLUMNS)
+        trees["matrix"] = (np.flatnonzero(gpu), _left_out("matrix"))
     return trees
+
+
+def _left_out(group: str) -> tuple[str, ...]:
+    """The columns a shape group's tree leaves out."""
+    return DEVICE_COLUMNS + {"gpu": GPU_COLUMNS, "matrix": GPU_COLUMNS + PEAK_COLUMNS}.get(group, ())
 
 
 def _floor_ms(kind: str) -> float:
@@ -762,7 +764,7 @@ class PhysicsFamily:
             log_residual = np.log(y) - self._log_time(features, self._raw_log_g(features))
         readable = np.flatnonzero(np.isfinite(log_residual))
         features, log_residual = features.take(readable), log_residual[readable]
-        trees, groups = _shape_trees(self.anchor_.groups), shape_group(features.meta)
+        groups = shape_group(features.meta)
         out = {}
         for key, rows in rows_of_each(units(features.meta)).items():
             group = groups[rows[0]]
@@ -770,7 +772,7 @@ class PhysicsFamily:
             departs = np.sqrt(np.mean(log_residual[rows] ** 2)) > self.residual_sigma_
             if len(rows) < MIN_SHOTS or not len(anchor_rows) or not departs:
                 continue
-            excluded = trees[group][1] + (() if group == "other" else GROWING_WITHOUT_DIRECTION)
+            excluded = _left_out(group) + (() if group == "other" else GROWING_WITHOUT_DIRECTION)
             columns = [c for c in self.anchor_.X.columns if c not in excluded]
             monotone = {c: d for c, d in SHAPE_MONOTONE.items() if c in columns}
             out[str(key)] = self.anchor_.correction(
