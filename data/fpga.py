@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from preflight.data.errors import DataError
-from preflight.data.program_graph import load_graph
+from preflight.data.program_graph import PLACEHOLDER, load_graph
 from preflight.data.settings import Settings
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, model_validator
 
@@ -43,8 +43,8 @@ Tool = Literal["v18", "v20"]
 #: The largest C source accepted inline (HLSyn's largest, aes, has about 15,000 characters), and the
 #: most ``for`` loops one may have (HLSyn's most: 8).
 MAX_SOURCE_CHARS, MAX_SOURCE_LOOPS = 100_000, 64
-_SOURCE_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+(?:_\d+)*)\}")
-_LOOP = re.compile(r"\bfor\s*\(")
+#: A ``for`` loop's head in C.
+FOR_LOOP = re.compile(r"\bfor\s*\(")
 
 
 def knob_kind(placeholder: str) -> str:
@@ -86,6 +86,14 @@ def design_pragmas(pragmas: Mapping[str, object], placeholders: Collection[str])
 def with_defaults(pragmas: Mapping[str, object], placeholders: Collection[str]) -> dict[str, object]:
     """A value for every placeholder: the design's, else the loop as written (unchecked)."""
     return {name: pragmas.get(name, DEFAULTS[knob_kind(name)]) for name in sorted(placeholders)}
+
+
+def factor(value: object) -> float:
+    """A parallel or tile knob's factor: 1 where none is set or it is not a number."""
+    try:
+        return max(float(str(value)), 1.0)
+    except ValueError:
+        return 1.0
 
 
 def pipeline_mode(value: object) -> str:
@@ -234,9 +242,9 @@ def _check_code(code: str, placeholders: Collection[str]) -> None:
         raise ValueError(
             "code: the kernel's C source text (with #pragma ACCEL placeholders), not a file's path"
         )
-    if unknown := sorted(set(_SOURCE_PLACEHOLDER.findall(code)) - set(placeholders)):
+    if unknown := sorted(set(PLACEHOLDER.findall(code)) - set(placeholders)):
         raise ValueError(f"code: placeholders the graph lacks: {', '.join(unknown)}")
-    if (loops := len(_LOOP.findall(code))) > MAX_SOURCE_LOOPS:
+    if (loops := len(FOR_LOOP.findall(code))) > MAX_SOURCE_LOOPS:
         raise ValueError(f"code: {loops} loops; at most {MAX_SOURCE_LOOPS}")
 
 
@@ -251,6 +259,6 @@ def _known_source(path: str, placeholders: Collection[str]) -> str:
 def _source_placeholders(path: str) -> frozenset[str] | None:
     """The placeholders a known source names (None if it cannot be read)."""
     try:
-        return frozenset(_SOURCE_PLACEHOLDER.findall(Path(path).read_text()))
+        return frozenset(PLACEHOLDER.findall(Path(path).read_text()))
     except (OSError, UnicodeDecodeError):
         return None

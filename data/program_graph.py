@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
 
-_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+(?:_\d+)*)\}")
+#: A pragma placeholder in a kernel's text (``{__PARA__L0}``), as HLSyn writes it in graphs and sources.
+PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+(?:_\d+)*)\}")
 _NODE_ATTRIBUTES = ("block", "function", "text", "type", "full_text")
 _EDGE_ATTRIBUTES = ("flow", "position")
 
@@ -108,7 +109,7 @@ def _check_size(nodes: int, edges: int, name: str) -> None:
 
 def _mark_placeholders(nodes: pd.DataFrame) -> None:
     nodes["placeholder"] = nodes["full_text"].map(
-        lambda t: m.group(1) if (m := _PLACEHOLDER.search(t)) else ""
+        lambda t: m.group(1) if (m := PLACEHOLDER.search(t)) else ""
     )
 
 

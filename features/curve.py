@@ -82,7 +82,7 @@ def points(row_curve, row_epochs) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _two_parameter(x: np.ndarray, y: np.ndarray, basis: np.ndarray, basis_at: np.ndarray) -> float:
+def _two_parameter(y: np.ndarray, basis: np.ndarray, basis_at: np.ndarray) -> float:
     """``y ≈ c + a·basis`` for each candidate basis (rows), the least-squares best one, evaluated at the
     budget."""
     b_mean = basis.mean(axis=1, keepdims=True)
@@ -109,8 +109,8 @@ def extrapolate(x: np.ndarray, y: np.ndarray, budget: float) -> dict[str, float]
     if len(y) < MIN_POINTS:
         return dict.fromkeys(MODELS, np.nan)
     fits = {
-        "pow3": _two_parameter(x, y, x[None, :] ** -POW_ALPHAS[:, None], budget**-POW_ALPHAS),
-        "exp3": _two_parameter(x, y, np.exp(-EXP_RATES[:, None] * x[None, :]), np.exp(-EXP_RATES * budget)),
+        "pow3": _two_parameter(y, x[None, :] ** -POW_ALPHAS[:, None], budget**-POW_ALPHAS),
+        "exp3": _two_parameter(y, np.exp(-EXP_RATES[:, None] * x[None, :]), np.exp(-EXP_RATES * budget)),
         "logpower": _logpower(x, y, budget),
     }
     return {name: float(np.clip(value, 0.0, 1.0)) for name, value in fits.items()}

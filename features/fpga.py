@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import DataError
-from preflight.data.fpga import BOARD, PIPELINE_MODES, knob_kind, pipeline_mode, with_defaults
+from preflight.data.fpga import BOARD, PIPELINE_MODES, factor, knob_kind, pipeline_mode, with_defaults
 from preflight.data.program_graph import ProgramGraph, load_graph
 from preflight.features import CONTEXT_PREFIX, Features, GraphArrays, Graphs, Slots
 from preflight.features.fpga_source import SOURCE_COLUMNS, load_source, source_statistics
@@ -110,11 +110,6 @@ def _as_dict(pragmas: object) -> Mapping[str, object]:
     return pragmas if isinstance(pragmas, Mapping) else json.loads(str(pragmas) or "{}")
 
 
-def _factor(value: object) -> float:
-    """A parallel or tile factor (1 where none is set)."""
-    return float(str(value)) if str(value or "").strip() else 1.0
-
-
 def _log2(value: float) -> float:
     return float(np.log2(max(float(value), 1.0)))
 
@@ -177,7 +172,7 @@ def slot_values(placeholder: str, value: object) -> np.ndarray:
     if kind == "PIPE":
         out[2 + PIPELINE_MODES.index(pipeline_mode(value))] = 1
     else:
-        out[0 if kind == "PARA" else 1] = _log2(_factor(value))
+        out[0 if kind == "PARA" else 1] = _log2(factor(value))
     return out
 
 
@@ -249,7 +244,7 @@ def _positional(pragmas: Mapping[str, object], trips: dict[str, float]) -> dict[
             value = pragmas[name] if name else None
             code = PIPELINE_MODES.index(pipeline_mode(value))
             out[f"{kind.lower()}_{i}"] = (
-                np.nan if name is None else float(code) if kind == "PIPE" else _log2(_factor(value))
+                np.nan if name is None else float(code) if kind == "PIPE" else _log2(factor(value))
             )
             out[f"{kind.lower()}_{i}_trip_log2"] = np.nan if name is None else _log2(trips.get(name, 0.0))
     return out
@@ -268,11 +263,11 @@ def _pragma_statistics(pragmas: Mapping[str, object], trips: dict[str, float]) -
             modes[mode] += 1
             flattened += _log2(trip) if mode == "flatten" else 0.0
             continue
-        factor = _factor(value)
-        factors[kind].append(_log2(factor))
+        times = factor(value)
+        factors[kind].append(_log2(times))
         if kind == "PARA" and trip > 0:
-            shares.append(min(factor / trip, 1.0))
-            remaining += _log2(trip / min(factor, trip))
+            shares.append(min(times / trip, 1.0))
+            remaining += _log2(trip / min(times, trip))
     parallel, tile, unrolled = np.array(factors["PARA"]), np.array(factors["TILE"]), np.array(shares)
     return {
         "parallel_log2_sum": float(parallel.sum()),

@@ -24,15 +24,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from preflight.data.errors import DataError
-from preflight.data.fpga import MAX_SOURCE_LOOPS, is_source_text, knob_kind, pipeline_mode
+from preflight.data.fpga import FOR_LOOP, MAX_SOURCE_LOOPS, factor, is_source_text, knob_kind, pipeline_mode
+from preflight.data.program_graph import PLACEHOLDER
 
 _TYPE = r"(?:double|float|int|long|char|short|unsigned|signed|bool)"
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
 _DIRECTIVE = re.compile(r"^[ \t]*#[^\n]*", re.MULTILINE)
 _CAST = re.compile(rf"\(\s*(?:(?:const|register)\s+)*{_TYPE}(?:\s+{_TYPE})*\s*\)")
 _PRAGMA = re.compile(r"#pragma[ \t]+ACCEL[ \t]+(PARALLEL|PIPELINE|TILE)\b([^\n]*)")
-_PLACEHOLDER = re.compile(r"\{(__(?:PARA|PIPE|TILE)__L\d+(?:_\d+)*)\}")
-_FOR = re.compile(r"\bfor\s*\(")
 _KEYWORD = re.compile(r"\s*(?:for|while|if)\s*\(")
 _STATEMENT_MARK = re.compile(r"[;({]")
 _NAME = re.compile(r"[A-Za-z_]\w*")
@@ -151,9 +150,9 @@ def parse_source(text: str) -> KernelSource:
     uncommented = _COMMENT.sub(_blank, text)
     code = _CAST.sub(_blank, _DIRECTIVE.sub(_blank, uncommented))
     brackets = {**_pairs(code, "(", ")"), **_pairs(code, "{", "}")}
-    if (count := len(_FOR.findall(code))) > MAX_SOURCE_LOOPS:
+    if (count := len(FOR_LOOP.findall(code))) > MAX_SOURCE_LOOPS:
         raise DataError(f"a C source of {count} loops; at most {MAX_SOURCE_LOOPS}")
-    spans = [_loop_span(code, brackets, m.start(), m.end() - 1) for m in _FOR.finditer(code)]
+    spans = [_loop_span(code, brackets, m.start(), m.end() - 1) for m in FOR_LOOP.finditer(code)]
     bare = _without_headers(code, spans)
     parents = _parents(spans)
     children: list[list[int]] = [[] for _ in spans]
@@ -320,7 +319,7 @@ def _pragma(pragma: re.Match[str], starts: list[int]) -> tuple[int, list[str], b
     if loop == len(starts):
         return -1, [], False
     reduction = pragma.group(1) == "PARALLEL" and "reduction" in pragma.group(2)
-    return loop, _PLACEHOLDER.findall(pragma.group(2)), reduction
+    return loop, PLACEHOLDER.findall(pragma.group(2)), reduction
 
 
 def _literal(expression: str) -> float | None:
@@ -643,14 +642,6 @@ def _largest(values: list[float], where: list[bool]) -> float:
     return _log2(max((v for v, w in zip(values, where) if w), default=1.0))
 
 
-def _factor(value: object) -> float:
-    """A parallel or tile factor (1 where none is set or it is not a number)."""
-    try:
-        return max(float(str(value)), 1.0)
-    except ValueError:
-        return 1.0
-
-
 def _design(pragmas: Mapping[str, object], source: KernelSource) -> _Design:
     """Each loop's knobs: a loop inside a fine-grained pipeline is unrolled completely, any other by
     its parallel factor (up to its trips)."""
@@ -661,7 +652,7 @@ def _design(pragmas: Mapping[str, object], source: KernelSource) -> _Design:
         if kind == "PIPE":
             modes[at] = pipeline_mode(value)
         else:
-            (factors if kind == "PARA" else tiles)[at] = _factor(value)
+            (factors if kind == "PARA" else tiles)[at] = factor(value)
     unroll, copies, flattened = [1.0] * count, [1.0] * count, [False] * count
     for i, loop in enumerate(source.loops):  # parents come first
         parent = loop.parent

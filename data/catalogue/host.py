@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 
 import numpy as np
@@ -19,6 +18,7 @@ from preflight.data.catalogue import KINDS, MAX_ENTRIES, Catalogue, DeviceSpec
 from preflight.data.collect.host import HostFacts, host_facts, peak_tflops, slug
 from preflight.data.errors import UnknownDevice
 from preflight.data.settings import Settings
+from preflight.data.store import atomic_write_bytes
 
 log = logging.getLogger("preflight.catalogue")
 
@@ -75,10 +75,7 @@ def memory_bandwidth_gbs(cpu_name: str) -> float:
         return known[cpu_name]
     known = (known if isinstance(known, dict) else {}) | {cpu_name: round(_copy_bandwidth_gbs(), 1)}
     try:  # atomically: another process may read it meanwhile
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(known))
-        partial.replace(cache)
+        atomic_write_bytes(cache, json.dumps(known).encode())
     except OSError as exc:
         log.warning("the host's memory bandwidth could not be cached: %s", exc)
     return known[cpu_name]

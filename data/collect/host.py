@@ -42,11 +42,6 @@ class HostFacts:
     memory_gb: float | None
     flags: frozenset[str]
 
-    @property
-    def vm_guest(self) -> bool:
-        """Whether the CPU says it runs under a hypervisor (x86's ``hypervisor`` flag; False elsewhere)."""
-        return "hypervisor" in self.flags
-
 
 def host_facts() -> HostFacts:
     """Read this machine's facts from /proc and /sys; cheap, and measures nothing."""

@@ -57,7 +57,7 @@ def with_graph(table):
     return table[table["graph"].astype(str) != ""]
 
 
-FPGA = register(
+register(
     Task(
         name="fpga",
         item=FpgaItem,

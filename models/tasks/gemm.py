@@ -70,7 +70,7 @@ def physical_power(features: Features, estimates: Estimates) -> None:
     estimates.notes = [["prior:power_w", "prior:energy_j"] if p else [] for p in priced]
 
 
-GEMM = register(
+register(
     Task(
         name="gemm",
         item=GemmItem,

@@ -47,7 +47,7 @@ def with_window(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["window"].notna()]
 
 
-INTERFERENCE = register(
+register(
     Task(
         name="interference",
         item=InterferenceItem,
@@ -103,7 +103,7 @@ INTERFERENCE = register(
     )
 )
 
-INTERFERENCE_TRACE = register(
+register(
     Task(
         name="interference-trace",
         item=TraceItem,

@@ -6,7 +6,7 @@ from preflight.features import model_latency as model_latency_features
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task, register
 
-MODEL_LATENCY = register(
+register(
     Task(
         name="model-latency",
         item=ModelLatencyItem,

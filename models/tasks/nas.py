@@ -41,7 +41,7 @@ def arch_cost(raw: dict) -> float:
     return arch.cost(raw.get("arch"))
 
 
-NAS_ACCURACY = register(
+register(
     Task(
         name="nas-accuracy",
         item=ArchItem,
@@ -71,7 +71,7 @@ NAS_ACCURACY = register(
     )
 )
 
-NAS_LATENCY = register(
+register(
     Task(
         name="nas-latency",
         item=LatencyItem,
@@ -167,7 +167,7 @@ _RUN = {
     "budget": 200,
 }
 
-NAS_CURVE = register(
+register(
     Task(
         name="nas-curve",
         item=CurveItem,

@@ -13,10 +13,10 @@
     result.by_group("runtime_ms"), result.worst("runtime_ms"), result.summary()
     preflight.whatif("gemm", [{"m": 4096, "n": 4096, "k": 4096}], ["H100 SXM5", "A100 SXM4 80GB"])
 
-``home`` (every function takes it) is a ``PREFLIGHT_HOME``; by default the environment's. Devices and
-measurements go through the same registry, and the same files, as ``POST /v1/devices``: a service on
-the same home sees them, and the other way round. Nothing heavy is imported until a function is called,
-so importing any ``preflight.*`` module stays instant.
+``home`` (every function that reads one takes it) is a ``PREFLIGHT_HOME``; by default the
+environment's. Devices and measurements go through the same registry, and the same files, as
+``POST /v1/devices``: a service on the same home sees them, and the other way round. Nothing heavy
+is imported until a function is called, so importing any ``preflight.*`` module stays instant.
 """
 
 from __future__ import annotations
