@@ -27,6 +27,7 @@ import numpy as np
 from preflight.data.errors import ModelStateError, UsageError
 from preflight.models.core.targets import Target
 from scipy import stats
+from scipy.special import expit, logit
 
 #: ``probability_above`` reads the residuals of this many calibration rows nearest in estimate, or of
 #: 1/NEIGHBOUR_SHARE of the rows when that is more. Measured on local-curves (400 runs, held out by
@@ -127,7 +128,7 @@ class Conformal:
         if not self.target.kind.event:
             return y_pred
         slope, intercept = self._platt_fit()
-        return 1 / (1 + np.exp(-(slope * _logit(y_pred) + intercept)))
+        return expit(slope * _logit(y_pred) + intercept)
 
     def _platt_fit(self) -> tuple[float, float]:
         if self._platt is None:
@@ -156,8 +157,7 @@ class Conformal:
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-6, 1 - 1e-6)
-    return np.log(p) - np.log1p(-p)
+    return logit(np.clip(p, 1e-6, 1 - 1e-6))
 
 
 def _wilson(p: np.ndarray, n: int, coverage: float) -> tuple[np.ndarray, np.ndarray]:

@@ -21,10 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-z))
+from scipy.special import expit
 
 
 class Scale:
@@ -111,7 +108,7 @@ class Logit(Scale):
         return np.log(y) - np.log1p(-y)
 
     def from_scale(self, z: np.ndarray) -> np.ndarray:
-        return _sigmoid(z)
+        return expit(z)
 
 
 class Event(Scale):
@@ -124,7 +121,7 @@ class Event(Scale):
         return (values >= 0) & (values <= 1)
 
     def from_raw(self, z: np.ndarray) -> np.ndarray:
-        return _sigmoid(z)
+        return expit(z)
 
     def check(self, target: Target) -> None:
         super().check(target)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from preflight.features import Features
 from preflight.models.core.targets import Encoding, Target, encoded, encodings_from_state
+from scipy.special import logit
 from sklearn.linear_model import LogisticRegression, Ridge
 
 
@@ -97,6 +98,6 @@ def _logistic(
     """Logistic regression's coefficients and intercept (no slope when only one outcome was seen)."""
     if len(np.unique(labels)) < 2:
         rate = float(np.clip(labels.mean(), 1e-3, 1 - 1e-3))
-        return np.zeros(matrix.shape[1]), float(np.log(rate / (1 - rate)))
+        return np.zeros(matrix.shape[1]), float(logit(rate))
     model = LogisticRegression(C=1 / alpha, max_iter=1000).fit(matrix, labels, sample_weight=weight)
     return model.coef_[0], float(model.intercept_[0])
