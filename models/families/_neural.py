@@ -1,9 +1,11 @@
 """What the neural families (``gnn``, ``transformer``) share: standardized context columns and targets
 encoded on their declared scale and standardized (an event's labels stay 0/1 and its output is a
-logit), each saved under the same keys of the family's state, and the loss they fit them with."""
+logit), each saved under the same keys of the family's state, the loss they fit them with, their
+training loop and their prediction in chunks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -128,3 +130,35 @@ def weighted_loss(
         logistic = binary_cross_entropy_with_logits(predicted, z.clamp(0, 1), reduction="none")
         squared = torch.where(is_logit[None, :], logistic, squared)
     return ((w * squared).sum(0) / w.sum(0).clamp_min(1e-12)).mean()
+
+
+def train_minibatches(
+    optimizer: torch.optim.Optimizer, rows: np.ndarray, epochs: int, batch_size: int, seed: int,
+    batch_loss: Callable[[np.ndarray], torch.Tensor],
+) -> None:  # fmt: skip
+    """``epochs`` passes over ``rows`` in seeded random minibatches, each a step of ``optimizer`` on
+    ``batch_loss(batch)``, the learning rate annealed on a cosine to zero over all the steps."""
+    import torch
+
+    steps = epochs * -(-len(rows) // batch_size)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        order = rng.permutation(rows)
+        for batch in np.array_split(order, range(batch_size, len(order), batch_size)):
+            loss = batch_loss(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+
+
+def predict_in_chunks(
+    n_rows: int, chunk_rows: int, forward: Callable[[np.ndarray], torch.Tensor]
+) -> np.ndarray:
+    """``forward`` over the rows ``0 .. n_rows - 1``, ``chunk_rows`` at a time, without gradients."""
+    import torch
+
+    chunks = np.array_split(np.arange(n_rows), range(chunk_rows, n_rows, chunk_rows))
+    with torch.inference_mode():
+        return torch.cat([forward(rows) for rows in chunks]).numpy()

@@ -33,7 +33,13 @@ from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Graphs, Slots
 from preflight.models.core.targets import Target
-from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_loss
+from preflight.models.families._neural import (
+    ContextScaler,
+    TargetScaler,
+    predict_in_chunks,
+    train_minibatches,
+    weighted_loss,
+)
 
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
 RANK_TEMPERATURE = 0.1
@@ -232,22 +238,14 @@ class GnnFamily:
         optimizer = torch.optim.Adam(
             self.net_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay, fused=True
         )
-        steps = self.epochs * -(-len(rows) // self.batch_size)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-        rng = np.random.default_rng(self.seed)
         is_logit = torch.from_numpy(self.scaled_targets_.is_logit)
+
+        def batch_loss(batch: np.ndarray) -> torch.Tensor:
+            predicted = _forward(self.net_, graphs, batch, context)
+            return _loss(predicted, Z[batch], weights[batch], setting[batch], self.rank_weight, is_logit)
+
         with torch_threads(1):
-            for _ in range(self.epochs):
-                order = rng.permutation(rows)
-                for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
-                    predicted = _forward(self.net_, graphs, batch, context)
-                    loss = _loss(
-                        predicted, Z[batch], weights[batch], setting[batch], self.rank_weight, is_logit
-                    )
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    schedule.step()
+            train_minibatches(optimizer, rows, self.epochs, self.batch_size, self.seed, batch_loss)
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
@@ -255,9 +253,9 @@ class GnnFamily:
 
         graphs = _Packed(features.graphs)
         context = torch.from_numpy(self.context_.transform(features.X))
-        chunks = np.array_split(np.arange(len(context)), range(PREDICT_ROWS, len(context), PREDICT_ROWS))
-        with torch.inference_mode():
-            z = torch.cat([_forward(self.net_, graphs, rows, context) for rows in chunks]).numpy()
+        z = predict_in_chunks(
+            len(context), PREDICT_ROWS, lambda rows: _forward(self.net_, graphs, rows, context)
+        )
         return self.scaled_targets_.decode(z, features)
 
     def save(self, directory: Path) -> None:

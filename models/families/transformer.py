@@ -34,7 +34,13 @@ from preflight.data.errors import UsageError
 from preflight.data.threads import torch_threads
 from preflight.features import Features, Sequences
 from preflight.models.core.targets import Target
-from preflight.models.families._neural import ContextScaler, TargetScaler, weighted_loss
+from preflight.models.families._neural import (
+    ContextScaler,
+    TargetScaler,
+    predict_in_chunks,
+    train_minibatches,
+    weighted_loss,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -205,30 +211,25 @@ class TransformerFamily:
         optimizer = torch.optim.AdamW(
             self.net_.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay, fused=True
         )
-        steps = self.epochs * -(-len(rows) // self.batch_size)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-        rng = np.random.default_rng(self.seed)
         is_logit = torch.from_numpy(self.scaled_targets_.is_logit)
+
+        def batch_loss(batch: np.ndarray) -> torch.Tensor:
+            predicted = _forward(self.net_, x[batch], mask[batch], context[batch])
+            return weighted_loss(predicted, Z[batch], weight[batch], is_logit)
+
         self.net_.train()
-        for _ in range(self.epochs):
-            order = rng.permutation(rows)
-            for batch in np.array_split(order, range(self.batch_size, len(order), self.batch_size)):
-                predicted = _forward(self.net_, x[batch], mask[batch], context[batch])
-                loss = weighted_loss(predicted, Z[batch], weight[batch], is_logit)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                schedule.step()
+        train_minibatches(optimizer, rows, self.epochs, self.batch_size, self.seed, batch_loss)
 
     def predict(self, features: Features) -> pd.DataFrame:
         import torch
 
         x, mask = (torch.from_numpy(a) for a in self._windows(features.sequences))
         context = torch.from_numpy(self.context_.transform(features.X))
-        chunks = np.array_split(np.arange(len(x)), range(PREDICT_ROWS, len(x), PREDICT_ROWS))
         self.net_.eval()
-        with torch.inference_mode(), torch_threads(1):
-            z = torch.cat([_forward(self.net_, x[r], mask[r], context[r]) for r in chunks]).numpy()
+        with torch_threads(1):
+            z = predict_in_chunks(
+                len(x), PREDICT_ROWS, lambda r: _forward(self.net_, x[r], mask[r], context[r])
+            )
         return self.scaled_targets_.decode(z, features)
 
     def save(self, directory: Path) -> None:
