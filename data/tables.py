@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,14 @@ def read_csv(path: Path, required: list[str], source: str) -> pd.DataFrame:
     if missing:
         raise DataError(f"{source}: {path} lacks columns {missing}; is it the published layout?")
     return frame
+
+
+def canonical_frame(names: Sequence[str], **columns) -> pd.DataFrame:
+    """A source's table in a canonical layout: every column of ``names`` in that order (one not given
+    as missing values), then any other column given."""
+    n = len(next(iter(columns.values())))
+    frame = pd.DataFrame({c: columns.get(c, pd.Series([np.nan] * n)) for c in names})
+    return frame.assign(**{c: v for c, v in columns.items() if c not in names})
 
 
 def numeric(frame: pd.DataFrame, column: str) -> pd.Series:

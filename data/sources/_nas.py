@@ -14,7 +14,7 @@ import pandas as pd
 from preflight.data import arch
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownDevice
-from preflight.data.tables import RowChecks
+from preflight.data.tables import RowChecks, canonical_frame, numeric
 
 NAS_COLUMNS = [
     "space",
@@ -32,9 +32,7 @@ NAS_COLUMNS = [
 
 def nas_frame(**columns) -> pd.DataFrame:
     """A canonical NAS table: every column present, absent ones as missing values."""
-    n = len(next(iter(columns.values())))
-    frame = pd.DataFrame({c: columns.get(c, pd.Series([np.nan] * n)) for c in NAS_COLUMNS})
-    return frame.assign(**{c: v for c, v in columns.items() if c not in NAS_COLUMNS})
+    return canonical_frame(NAS_COLUMNS, **columns)
 
 
 def check_nas(frame: pd.DataFrame, checks: RowChecks, space: str) -> None:
@@ -43,9 +41,9 @@ def check_nas(frame: pd.DataFrame, checks: RowChecks, space: str) -> None:
         ~np.array(arch.valid(space, frame["arch"].astype(str))), f"{space} architecture does not parse"
     )
     for target in ("latency_ms", "energy_mj"):
-        value = pd.to_numeric(frame[target], errors="coerce")
+        value = numeric(frame, target)
         checks.reject(value <= 0, f"{target} not positive")
-    accuracy = pd.to_numeric(frame["accuracy"], errors="coerce")
+    accuracy = numeric(frame, "accuracy")
     checks.reject(accuracy > 1, "accuracy above 1 (not a fraction)")
     targets = frame[["latency_ms", "energy_mj", "accuracy"]].apply(pd.to_numeric, errors="coerce")
     checks.reject(targets.isna().all(axis=1), "no measured target")
