@@ -22,13 +22,14 @@ def open_log(out: Path, columns: Sequence[str], source: str) -> list[dict[str, s
     """Check that ``out`` is new, empty or a ``source`` log; repair a torn last line, give a new file
     its header, and return the rows already there."""
     try:
-        return _open_log(out, ",".join(columns), source)
+        return _open_log(out, columns, source)
     except OSError as error:
         where = f" ({error.filename})" if error.filename and Path(error.filename) != out else ""
         raise UsageError(f"cannot write {out}: {error.strerror or error}{where}") from error
 
 
-def _open_log(out: Path, header: str, source: str) -> list[dict[str, str]]:
+def _open_log(out: Path, columns: Sequence[str], source: str) -> list[dict[str, str]]:
+    header = ",".join(columns)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a+b") as fh:  # creates a new file; fails here when out cannot be written
         fh.seek(0)
@@ -39,7 +40,7 @@ def _open_log(out: Path, header: str, source: str) -> list[dict[str, str]]:
         if len(kept) < len(data):
             fh.truncate(len(kept))
         if not kept:
-            append(fh.fileno(), [header])
+            append(fh.fileno(), [columns])
             return []
     return _rows(out, kept, source)
 
@@ -71,9 +72,12 @@ def check_same(out: Path, settings: Mapping[str, tuple[object, Iterable[str]]]) 
             )
 
 
-def append(fd: int, lines: Sequence[str]) -> None:
-    """Append complete lines with a single write, then fsync."""
-    payload = "".join(line + "\n" for line in lines).encode()
+def append(fd: int, rows: Iterable[Sequence[object]]) -> None:
+    """Append complete rows (their cells written and quoted as the csv module does) with a single
+    write, then fsync."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    payload = buffer.getvalue().encode()
     if os.write(fd, payload) != len(payload):
         raise OSError(f"short write of {len(payload)} bytes")
     os.fsync(fd)

@@ -73,8 +73,8 @@ def collect_curves(
     try:
         with Progress(disable=not progress) as bar:
             task = bar.add_task("curves", total=len(pending))
-            for _, _, lines in trained:
-                append(fd, lines)
+            for _, _, rows in trained:
+                append(fd, rows)
                 summary.trained += 1
                 bar.update(task, advance=1, description=f"curves: {summary.trained} trained")
     finally:
@@ -92,10 +92,10 @@ class Trainer:
     def describe(self) -> None:
         """Runs train the same on every machine: nothing to tell."""
 
-    def run(self, run: Run) -> list[str]:
-        """The run's lines, one per epoch."""
+    def run(self, run: Run) -> list[tuple[object, ...]]:
+        """The run's rows, one per epoch."""
         with torch_threads(1):
-            return _lines(run, self.epochs, self.seed, train(run, self.data, self.epochs, self.seed))
+            return _rows(run, self.epochs, self.seed, train(run, self.data, self.epochs, self.seed))
 
 
 def plan(runs: int, seed: int) -> list[Run]:
@@ -281,29 +281,26 @@ def _evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: nn.Mo
 # -- the output file -----------------------------------------------------------------------------------------
 
 
-def _lines(run: Run, epochs: int, seed: int, records: list[Epoch]) -> list[str]:
+def _rows(run: Run, epochs: int, seed: int, records: list[Epoch]) -> list[tuple[object, ...]]:
     collected_at = datetime.now(UTC).isoformat(timespec="seconds")
     return [
-        ",".join(
-            str(v)
-            for v in (
-                run.run,
-                "nb201",
-                run.arch,
-                DATASET,
-                run.learning_rate,
-                BATCH_SIZE,
-                CHANNELS,
-                epochs,
-                seed,
-                epoch,
-                f"{r.train_loss:.6g}",
-                f"{r.train_accuracy:.6g}",
-                f"{r.valid_loss:.6g}",
-                f"{r.valid_accuracy:.6g}",
-                f"{r.seconds:.4g}",
-                collected_at,
-            )
+        (
+            run.run,
+            "nb201",
+            run.arch,
+            DATASET,
+            run.learning_rate,
+            BATCH_SIZE,
+            CHANNELS,
+            epochs,
+            seed,
+            epoch,
+            f"{r.train_loss:.6g}",
+            f"{r.train_accuracy:.6g}",
+            f"{r.valid_loss:.6g}",
+            f"{r.valid_accuracy:.6g}",
+            f"{r.seconds:.4g}",
+            collected_at,
         )
         for epoch, r in enumerate(records, start=1)
     ]

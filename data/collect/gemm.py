@@ -169,7 +169,7 @@ class _Table:
         if row is None:
             summary.skipped_slow += 1
             return
-        append(self.fd, [",".join((*_key(point, self.device_id), *row))])
+        append(self.fd, [(*_key(point, self.device_id), *row)])
         summary.measured += 1
 
 

@@ -34,7 +34,6 @@ process imports this module (``python -m preflight.data.collect.interference``) 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -50,7 +49,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from io import StringIO
 from itertools import cycle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,7 +159,7 @@ def collect_interference(
                     summary.stopped_early = True
                     break
                 else:
-                    append(fd, [_line(run, measure(run, setup), setup, solo)])
+                    append(fd, [_row(run, measure(run, setup), setup, solo)])
                     summary.measured += 1
                 bar.update(task, advance=1, description=f"interference: {summary.measured} measured")
     finally:
@@ -499,14 +497,14 @@ def _first_solo(rows: Iterable[dict[str, str]]) -> dict[str, float]:
     return solo
 
 
-def _line(run: Run, m: Measured, setup: Setup, solo: dict[str, float]) -> str:
-    """The run as one CSV line; a workload's first solo run becomes its reference rate."""
+def _row(run: Run, m: Measured, setup: Setup, solo: dict[str, float]) -> list[object]:
+    """The run as one CSV row; a workload's first solo run becomes its reference rate."""
     rate = float(f"{m.ops / m.seconds:.6g}")
     if not run.mix:
         solo.setdefault(run.workload, rate)
     if run.workload not in solo:
         raise PreflightError(f"run {run.run} has no solo run of {run.workload} before it to compare with")
-    values = [
+    return [
         run.run,
         setup.seed,
         setup.host,
@@ -526,9 +524,6 @@ def _line(run: Run, m: Measured, setup: Setup, solo: dict[str, float]) -> str:
         json.dumps(m.trace, separators=(",", ":")),
         datetime.now(UTC).isoformat(timespec="seconds"),
     ]
-    buffer = StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(values)
-    return buffer.getvalue().rstrip("\n")
 
 
 # -- inside the target and stressor processes ----------------------------------------------------------------
