@@ -30,7 +30,9 @@ class RooflineFamily:
         self.encodings_: dict[str, Encoding] = {}
         for name, rows, encoding, z in encoded(self.targets, Y, features.reference, True, min_rows=1):
             self.encodings_[name] = encoding
-            self.log_efficiency_[name] = _weighted_median(z, weight[rows])
+            self.log_efficiency_[name] = float(
+                np.quantile(z, 0.5, weights=weight[rows], method="inverted_cdf")
+            )
         return self
 
     def predict(self, features: Features) -> pd.DataFrame:
@@ -53,9 +55,3 @@ class RooflineFamily:
         family = cls(targets={t: e.target for t, e in encodings.items()}, seed=state["seed"])
         family.log_efficiency_, family.encodings_ = state["log_efficiency"], encodings
         return family
-
-
-def _weighted_median(values: np.ndarray, weight: np.ndarray) -> float:
-    order = np.argsort(values)
-    cumulative = np.cumsum(weight[order])
-    return float(values[order][np.searchsorted(cumulative, cumulative[-1] / 2)])
