@@ -30,6 +30,7 @@ from preflight.features.model_latency import (
     PART_REFERENCE,
 )
 from preflight.models.core.targets import Target
+from preflight.models.families.tree import lgb_params
 
 
 class KernelSumFamily:
@@ -84,14 +85,11 @@ class KernelSumFamily:
             self._inputs(frame)[timed], np.log(observed[timed] / reference[timed]), weight=weight
         )
         params = {
+            **lgb_params(
+                self.num_leaves, self.learning_rate, self.min_child_samples, int(timed.sum()), self.seed
+            ),
             "objective": "regression",
-            "num_leaves": self.num_leaves,
-            "learning_rate": self.learning_rate,
-            "min_data_in_leaf": min(self.min_child_samples, max(1, int(timed.sum()) // 10)),
-            "seed": self.seed,
-            "deterministic": True,
             "num_threads": 1,
-            "verbosity": -1,
             "monotone_constraints": [PART_MONOTONE.get(c, 0) for c in self.columns_],
         }
         self.booster_ = lgb.train(params, data, self.n_estimators)

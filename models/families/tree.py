@@ -113,6 +113,19 @@ def _compile_in_child(model_file: Path, object_file: Path) -> None:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
 
 
+def lgb_params(num_leaves: int, learning_rate: float, min_child_samples: int, n_rows: int, seed: int) -> dict:
+    """The LightGBM settings every boosted-tree family shares: its size and rate, leaves of at least
+    ``min_child_samples`` rows (a tenth of the rows where they are few), seeded and deterministic."""
+    return {
+        "num_leaves": num_leaves,
+        "learning_rate": learning_rate,
+        "min_data_in_leaf": min(min_child_samples, max(1, n_rows // 10)),
+        "seed": seed,
+        "deterministic": True,
+        "verbosity": -1,
+    }
+
+
 class TreeFamily:
     name = "tree"
     concurrent = True
@@ -152,16 +165,11 @@ class TreeFamily:
     def _lgb_params(self, n_rows: int, monotone: dict[str, int], event: bool) -> dict:
         constraints = [monotone.get(c, 0) for c in self.columns_]
         return {
+            **lgb_params(self.num_leaves, self.learning_rate, self.min_child_samples, n_rows, self.seed),
             **({"monotone_constraints": constraints} if any(constraints) else {}),
             "objective": "binary" if event else self.objective,
-            "num_leaves": self.num_leaves,
-            "learning_rate": self.learning_rate,
-            "min_data_in_leaf": min(self.min_child_samples, max(1, n_rows // 10)),
             "feature_fraction": self.feature_fraction,
-            "seed": self.seed,
-            "deterministic": True,
             "num_threads": 1 if n_rows < PARALLEL_MIN_ROWS else min(2, local_cpus()),
-            "verbosity": -1,
             "force_col_wise": True,
         }
 
