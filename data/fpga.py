@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from preflight.data.errors import DataError
+from preflight.data.names import DeviceName
 from preflight.data.program_graph import PLACEHOLDER, load_graph
 from preflight.data.settings import Settings
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, model_validator
@@ -188,7 +189,7 @@ class FpgaItem(BaseModel):
         examples=[{"__PARA__L0": 4, "__PIPE__L0": "off", "__TILE__L0": 1}],
     )
     tool: Tool = Field(default="v20", description="v18: SDx 2018.3; v20: Vitis 2020.2")
-    device: str = Field(default=BOARD, description="the FPGA board (a catalogue device of kind fpga)")
+    device: DeviceName = Field(default=BOARD, description="the FPGA board (a catalogue device of kind fpga)")
     code: str = Field(
         default="",
         max_length=MAX_SOURCE_CHARS,

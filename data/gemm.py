@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from preflight.data.names import DeviceName
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 MAX_DIM = 2**31 - 1
@@ -76,7 +77,7 @@ class GemmItem(BaseModel):
     math_dtype: Dtype | None = Field(None, description="precision of the multiplies; defaults to dtype")
     trans_a: StrictBool = False
     trans_b: StrictBool = False
-    device: str = Field(min_length=1, description="any name the device catalogue resolves")
+    device: DeviceName = Field(description="any name the device catalogue resolves")
     kernel: KernelConfig | None = None
 
 

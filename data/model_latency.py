@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 from preflight.data.errors import DataError
 from preflight.data.gemm import BYTES_PER_ELEMENT, MAX_DIM, Dtype
+from preflight.data.names import DeviceName
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -145,7 +146,7 @@ class ModelLatencyItem(BaseModel):
     seq: StrictInt | None = Field(None, gt=0, le=MAX_DIM, description="sequence length (a model needs it)")
     mode: Mode = "inf"
     dtype: Dtype = Dtype.fp32
-    device: str = Field(min_length=1, description="any name the device catalogue resolves")
+    device: DeviceName = Field(description="any name the device catalogue resolves")
 
     @model_validator(mode="after")
     def _one_model(self) -> ModelLatencyItem:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from preflight.data import arch
+from preflight.data.names import DeviceName
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -62,7 +63,7 @@ def checked_notation(space: str | None, value: str | list | dict) -> str:
 class LatencyItem(ArchItem):
     """An architecture run on a device setting: the device, the batch size and the runtime."""
 
-    device: str = Field(min_length=1, description="any name the catalogue resolves, or a registered device")
+    device: DeviceName = Field(description="any name the catalogue resolves, or a registered device")
     batch_size: StrictInt = Field(1, ge=1, le=1_000_000)
     framework: str | None = Field(
         None, description="runtime, e.g. litert, onnx, torchmobile (HW-NAS-Bench-360)"

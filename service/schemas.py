@@ -4,6 +4,7 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, Self
 
 from preflight.data.catalogue import DeviceSpec
+from preflight.data.names import MAX_NAME, DeviceName
 from preflight.models.core.actions import MAX_ITEMS, MAX_MEASUREMENTS, Estimate, ModelInfoPublic
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task
@@ -21,10 +22,6 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
-
-#: The longest name a path or body may give.
-MAX_NAME = 128
-
 
 WARNINGS = (
     "codes `kind:subject` (GET /v1/ood-reasons lists the kinds, POST /v1/ood-reasons/explain gives their "
@@ -208,10 +205,10 @@ class WhatIfRequest(BaseModel):
         max_length=MAX_ITEMS,
         description="the workload's items (without `device`), when it is not wrapped as `workload`",
     )
-    devices: Literal["all"] | Annotated[list[str], Field(min_length=1)] = Field(
+    devices: Literal["all"] | Annotated[list[DeviceName], Field(min_length=1)] = Field(
         "all", description="`all`: every GPU and accelerator in the catalogue; or device names"
     )
-    prices: dict[str, USDPerHour] = Field(
+    prices: dict[DeviceName, USDPerHour] = Field(
         default_factory=dict, description="USD per hour by device name; gives the cost per million runs"
     )
     coverage: StrictFloat = Field(0.9, gt=0, lt=1, description="interval coverage")

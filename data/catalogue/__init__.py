@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 
 from preflight.data.errors import AmbiguousDevice, DataError, DeviceConflict, UnknownDevice
 from preflight.data.gemm import Dtype
+from preflight.data.names import DeviceName
 from preflight.data.store import atomic_write_bytes, read_json_state, set_aside_damaged
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -99,7 +100,6 @@ KINDS: dict[str, Kind] = {
 Tflops = Annotated[float, Field(ge=1e-4, le=1e5, description="TFLOP/s (int8: TOP/s), in [1e-4, 1e5]")]
 ResourceCount = Annotated[float, Field(ge=0, le=1e12, description="a count, in [0, 1e12]")]
 ShortText = Annotated[str, Field(min_length=1, max_length=64)]
-Alias = Annotated[str, Field(min_length=1, max_length=128)]
 MAX_ENTRIES = 16  # aliases, peaks or resources of one device
 
 
@@ -112,12 +112,12 @@ class DeviceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    name: str = Field(min_length=1, max_length=128)
+    name: DeviceName
     vendor: ShortText = "unknown"
     kind: str = Field(pattern="^(" + "|".join(KINDS) + ")$")
     architecture: ShortText | None = None
     year: int | None = Field(None, ge=1950, le=2100)
-    aliases: list[Alias] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    aliases: list[DeviceName] = Field(default_factory=list, max_length=MAX_ENTRIES)
     compute_units: int | None = Field(None, ge=1, le=10**7)
     boost_clock_mhz: float | None = Field(None, ge=1, le=1e5)
     memory_gb: float | None = Field(None, ge=1e-6, le=1e5, description="GB, in [1e-6 (1 kB), 1e5]")
@@ -269,7 +269,7 @@ def normalise(name: str) -> list[str]:
     """Words of a device name (as read: see :func:`_plain`) with vendor/marketing noise, clock suffixes
     and core counts removed."""
     text = re.sub(r"@.*$", "", _plain(name))
-    text = re.sub(r"\(r\)|\(tm\)|\d+-core", " ", text)
+    text = re.sub(r"\(r\)|\(tm\)|\b\d+-core", " ", text)  # \b: linear in a run of digits
     return [w for w in re.findall(r"[a-z0-9]+", text) if w not in _NOISE_WORDS]
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.models import Example
+from preflight.data.names import MAX_NAME
 from preflight.models.core.task import get_task
 from preflight.models.registry.devices import (
     MAX_IDEMPOTENCY_KEYS,
@@ -17,7 +18,7 @@ from preflight.models.registry.devices import (
 )
 from preflight.service.deps import KEY_RESPONSES, DevicesDep, ModelsDep, require_api_key
 from preflight.service.routing import UnicodeRoute
-from preflight.service.schemas import MAX_NAME, DeviceRegistration
+from preflight.service.schemas import DeviceRegistration
 
 router = APIRouter(tags=["devices"], route_class=UnicodeRoute)
 

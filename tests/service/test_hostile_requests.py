@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 from preflight.data import arch
-from preflight.data.catalogue import Catalogue
+from preflight.data.catalogue import Catalogue, normalise
 from preflight.data.errors import Cancelled
 from preflight.features import arch as arch_features
 from preflight.models.core import budget
-from preflight.models.core.task import get_task
+from preflight.models.core.task import all_tasks, get_task
 from preflight.models.tools import whatif
 from preflight.service.batching import Batcher
 
@@ -52,6 +52,34 @@ def test_a_lone_surrogate_anywhere_in_a_body_is_a_422_naming_its_field_on_every_
         "/v1/gemm/predict", json={"items": [{"m": 8, "n": 8, "k": 8, "device": "\U0001f600"}]}
     )
     assert pair.status_code == 404
+
+
+#: A run of digits longer than any device name: a name normaliser once took quadratic time on it
+#: (20,000 digits: 2 s; a megabyte: hours), holding the interpreter while every other request waited.
+DIGITS = "1" * 20_000
+
+
+@pytest.mark.parametrize("task", [t for t in all_tasks() if "device" in t.item.model_fields], ids=str)
+def test_a_device_name_longer_than_any_the_catalogue_holds_is_a_422_naming_its_field(client, task):
+    item = dict(task.examples[0]) | {"device": DIGITS}
+    answer = client.post(f"/v1/{task.name}/predict", json={"items": [item]})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"][0]["loc"] == ["body", "items", 0, "device"]
+
+
+def test_a_what_if_device_or_price_name_longer_than_any_device_name_is_a_422(client):
+    workload = {"task": "gemm", "items": [{"m": 64, "n": 64, "k": 64}]}
+    named = client.post("/v1/whatif", json={"workload": workload, "devices": [DIGITS]})
+    priced = client.post("/v1/whatif", json={"workload": workload, "prices": {DIGITS: 1.0}})
+    assert named.status_code == priced.status_code == 422, (named.text, priced.text)
+    for answer, field in ((named, "devices"), (priced, "prices")):
+        errors = answer.json()["detail"]
+        assert any(e["loc"][:2] == ["body", field] and "at most 128" in e["msg"] for e in errors), errors
+
+
+def test_a_run_of_digits_normalises_in_linear_time_and_core_counts_still_drop():
+    assert normalise("1" * 200_000) == ["1" * 200_000]  # quadratic, it took minutes
+    assert normalise("AMD EPYC 7742 64-Core Processor")[:2] == ["epyc", "7742"]
 
 
 @pytest.mark.parametrize("layers", [100_000_000, 10**400])
