@@ -28,7 +28,8 @@ from preflight.data.fpga import FOR_LOOP, MAX_SOURCE_LOOPS, factor, is_source_te
 from preflight.data.program_graph import PLACEHOLDER
 
 _TYPE = r"(?:double|float|int|long|char|short|unsigned|signed|bool)"
-_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+#: A comment; one never closed runs to the end (else each of its starts would scan the rest of the text).
+_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)|//[^\n]*", re.DOTALL)
 _DIRECTIVE = re.compile(r"^[ \t]*#[^\n]*", re.MULTILINE)
 _CAST = re.compile(rf"\(\s*(?:(?:const|register)\s+)*{_TYPE}(?:\s+{_TYPE})*\s*\)")
 _PRAGMA = re.compile(r"#pragma[ \t]+ACCEL[ \t]+(PARALLEL|PIPELINE|TILE)\b([^\n]*)")
@@ -36,9 +37,11 @@ _KEYWORD = re.compile(r"\s*(?:for|while|if)\s*\(")
 _STATEMENT_MARK = re.compile(r"[;({]")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _ACCESS = re.compile(r"\b([A-Za-z_]\w*)\s*\[")
-_DECLARED_BEFORE = re.compile(rf"\b{_TYPE}\s*\**\s*$")
-_DECLARED = re.compile(rf"\b{_TYPE}\s+\**\s*([A-Za-z_]\w*)")
-_DECLARED_ARRAY = re.compile(rf"\b{_TYPE}\s+\**\s*[A-Za-z_]\w*\s*((?:\[[^\[\];]{{0,64}}\]\s*)+)")
+#: Declarations: possessive quantifiers, as spaces around a ``*`` could be split between them in
+#: quadratically many ways before a name that is not there.
+_DECLARED_BEFORE = re.compile(rf"\b{_TYPE}\s*+\**+\s*+$")
+_DECLARED = re.compile(rf"\b{_TYPE}\s++\**+\s*+([A-Za-z_]\w*)")
+_DECLARED_ARRAY = re.compile(rf"\b{_TYPE}\s++\**+\s*+[A-Za-z_]\w*+\s*+((?:\[[^\[\];]{{0,64}}\]\s*)+)")
 _NEXT_SUBSCRIPT = re.compile(r"\s*\[")
 _CONDITION = re.compile(r"\b(?:if|while|switch)\s*\(")
 _ASSIGNED = re.compile(r"\s*(=(?!=)|\+=|-=|\*=|/=|%=|\^=|\|=|&=|<<=|>>=|\+\+|--)")

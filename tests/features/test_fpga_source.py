@@ -125,6 +125,26 @@ def test_a_dependence_caps_what_unrolling_gains():
     )
 
 
+#: Sources a hostile client may send (the item takes up to 100,000 characters): each once took from
+#: 15 s to minutes to parse, holding the interpreter, as a pattern backtracked over every split of
+#: a run of spaces (a declaration without its name) or every start of a comment never closed.
+HOSTILE_SOURCES = {
+    "comments never closed": "void k(){\n" + "/*a" * 33_000,
+    "a type and no name": "void k(){\nint" + " " * 99_000 + "(",
+    "a cast and no name": "void k(){\n(int" + " " * 99_000 + "x",
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE_SOURCES.values(), ids=HOSTILE_SOURCES)
+def test_a_hostile_source_parses_in_linear_time_to_no_loops(text):
+    assert parse_source(text).loops == ()
+
+
+def test_a_comment_never_closed_runs_to_the_end():
+    source = parse_source("void k(int a[8]) {\n/* not closed\nfor (int i = 0; i < 8; i++) { a[i] = 0; }\n}")
+    assert source.loops == ()
+
+
 def test_without_a_source_every_column_is_nan():
     assert all(math.isnan(v) for v in source_statistics({"__PARA__L0": 4}, None).values())
     assert load_source("") is None
