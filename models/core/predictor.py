@@ -51,6 +51,8 @@ CODES = envelope.CODES | {
     "target; its interval spans the prior and is not calibrated",
     "adapted": "adapted:K: the estimate is adapted to K measurements of its subject (a kernel's "
     "synthesized designs)",
+    "exact": "exact:TARGET: the value is fixed by definition, not estimated (a workload with no neighbours "
+    "runs as it does alone)",
 }
 
 
@@ -515,6 +517,8 @@ class Predictor:
                 f"{self.envelope_.explain(code) or code}: a zero-shot estimate; on {self.task.subject}s held "
                 f"out in training: {quality}. Measurements of it adapt its estimates"
             )
+        if kind == "exact":
+            return f"{subject}: fixed by definition for this input, not estimated; its interval is the value"
         if kind == "prior":
             return (
                 f"{subject}: the estimate comes from a physical prior, never from measurements of it; "

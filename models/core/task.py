@@ -75,7 +75,9 @@ class Task:
     #: the rows of a canonical table this task learns from (e.g. one row per architecture); all by default
     select: Callable[[pd.DataFrame], pd.DataFrame] | None = None
     #: targets computed from the learned ones by a physical law, never learned (GEMM power and energy
-    #: from the runtime estimate); ``derive(features, estimates)`` fills them in, with warnings
+    #: from the runtime estimate); ``derive(features, estimates)`` fills them in, with warnings, and sets
+    #: any learned target's answer that a law or definition fixes outright (an interference item with
+    #: no neighbours is not slowed)
     derived: tuple[str, ...] = ()
     derive: Callable[[Features, Any], None] | None = None
     #: the work one raw item (a request's JSON, before validation) asks for, in O(1) from its fields, in

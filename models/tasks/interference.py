@@ -9,13 +9,20 @@ a mix never seen is what a scheduler meets first.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import numpy as np
 import pandas as pd
 from preflight.data.interference import InterferenceItem, TraceItem
+from preflight.features import Features
 from preflight.features import interference as interference_features
 from preflight.models.core.actions import Action
 from preflight.models.core.targets import Target
 from preflight.models.core.task import Task, register
 from preflight.models.tools import placement
+
+if TYPE_CHECKING:
+    from preflight.models.core.predictor import Estimates
 
 NORM_PERF = Target(
     "ratio",
@@ -47,6 +54,20 @@ def with_window(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["window"].notna()]
 
 
+def alone_is_not_slowed(features: Features, estimates: Estimates) -> None:
+    """A workload with no neighbours runs as it does alone: ``norm_perf`` is 1 by definition, its
+    interval that one value, whatever a model learned from runs with neighbours would say."""
+    alone = np.flatnonzero(features.X["n_total"].to_numpy() == 0)
+    if not len(alone) or "norm_perf" not in estimates.value:
+        return
+    for frame in (estimates.value, estimates.low, estimates.high):
+        frame.iloc[alone, frame.columns.get_loc("norm_perf")] = 1.0
+    notes = estimates.notes or [[] for _ in range(len(estimates.value))]
+    for row in alone:
+        notes[row] = [*notes[row], "exact:norm_perf"]
+    estimates.notes = notes
+
+
 register(
     Task(
         name="interference",
@@ -56,6 +77,7 @@ register(
         # nearly every run a mix of its own and its norm_perf is relative to the app's best, not to alone
         sources=("marla", "local-interference"),
         featurize=interference_features.before_placement,
+        derive=alone_is_not_slowed,
         groups=_SPLITS,
         group_key="mix",
         families=("tree", "linear"),

@@ -28,6 +28,19 @@ def test_more_cpu_neighbours_never_predict_less_slowdown(client):
         assert p["norm_perf"]["low"] <= p["norm_perf"]["value"] <= p["norm_perf"]["high"]
 
 
+def test_a_workload_with_no_neighbours_runs_as_it_does_alone_exactly(client):
+    items = [NGINX, NGINX | {"neighbours": {}}, NGINX | {"neighbours": {"cpu": 0}}, {"workload": "nginx"}]
+    response = client.post(
+        "/v1/interference/predict", json={"items": items + [NGINX | {"neighbours": {"cpu": 1}}]}
+    )
+    assert response.status_code == 200, response.text
+    *alone, crowded = response.json()["predictions"]
+    for p in alone:
+        assert p["norm_perf"] == {"value": 1.0, "low": 1.0, "high": 1.0}, p
+        assert "exact:norm_perf" in p["warnings"], p
+    assert crowded["norm_perf"]["value"] < 1.0 and "exact:norm_perf" not in crowded["warnings"]
+
+
 def test_place_ranks_the_quiet_host_first(client):
     hosts = [
         {"name": "busy", "residents": {"cpu": 2, "l3": 2}},
