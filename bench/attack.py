@@ -179,6 +179,24 @@ def attacks() -> list[Attack]:
             {"spec": LOOK_ALIKE},
             key,
         ),
+        Attack(  # a name normaliser backtracked quadratically over the digits: for good at this size
+            "a device name of 1,000,000 digits",
+            "POST",
+            "/v1/gemm/predict",
+            {"items": [{"m": 64, "n": 64, "k": 64, "device": "1" * 1_000_000}]},
+        ),
+        Attack(  # the source parser split the spaces between two quantifiers in every way
+            "FPGA code: a type, 99,000 spaces, no name",
+            "POST",
+            "/v1/fpga/predict",
+            {"items": [{"kernel": "k", "graph": tiny_fpga, "code": "void k(){\nint" + " " * 99_000 + "("}]},
+        ),
+        Attack(
+            "FPGA code: 33,000 comments never closed",
+            "POST",
+            "/v1/fpga/predict",
+            {"items": [{"kernel": "k", "graph": tiny_fpga, "code": "void k(){\n" + "/*a" * 33_000}]},
+        ),
         # last: before issue 25 it never answered, and the server answered nothing after it
         Attack(
             "switch num_layers 10**400", "POST", "/v1/model-latency/predict", {"items": [_switch(10**400)]}

@@ -48,7 +48,8 @@ MAX_SIZE = 2.0**64
 #: Knobs of each kind given a column of their own, by position (the rest enter the statistics only).
 POSITIONS = {"PARA": 8, "PIPE": 6, "TILE": 3}
 _ARRAY = re.compile(r"\[(\d+) x ")
-_CONSTANT = re.compile(r"(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*$")
+#: A number ending a node's text; not begun inside a run of digits (each such start scanned the run).
+_CONSTANT = re.compile(r"(?<!\d)(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*$")
 
 
 def design(rows: pd.DataFrame, catalogue: Catalogue) -> Features:

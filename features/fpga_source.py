@@ -45,9 +45,10 @@ _DECLARED_ARRAY = re.compile(rf"\b{_TYPE}\s++\**+\s*+[A-Za-z_]\w*+\s*+((?:\[[^\[
 _NEXT_SUBSCRIPT = re.compile(r"\s*\[")
 _CONDITION = re.compile(r"\b(?:if|while|switch)\s*\(")
 _ASSIGNED = re.compile(r"\s*(=(?!=)|\+=|-=|\*=|/=|%=|\^=|\|=|&=|<<=|>>=|\+\+|--)")
-_SCALAR_ASSIGNMENT = re.compile(
-    rf"(?:\b{_TYPE}\s+)*(?<![.>\w])([A-Za-z_]\w*)\s*(=(?!=)|\+=|-=|\*=)(.*)", re.DOTALL
-)
+#: The first name a statement assigns to (type words before it are names that assign nothing).
+_SCALAR_ASSIGNMENT = re.compile(r"(?<![.>\w])([A-Za-z_]\w*)\s*(=(?!=)|\+=|-=|\*=)(.*)", re.DOTALL)
+#: A name plus or minus a literal offset (``i+1``, ``i-(2``) in a subscript without spaces.
+_OFFSET = re.compile(r"\b([A-Za-z_]\w*)([-+])\(?(\d+)\b")
 _OPERATOR = re.compile(r"(?<=[\w)\]])\s*[-+*/](?![-+>=])|[-+*/]=")
 _INTEGER_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
 #: Compound assignments that accumulate (an iteration adds to what the others did).
@@ -360,7 +361,7 @@ def _evaluate(node: ast.expr) -> float:
 def _trip(loop: str) -> tuple[str, int]:
     """A loop's variable and trip count from its ``for (...)`` (0 when not made of literal numbers)."""
     parts = _split(loop[loop.index("(") + 1 : -1])
-    init = re.search(r"([A-Za-z_]\w*)\s*=\s*([^=,][^,]*)$", parts[0]) if len(parts) == 3 else None
+    init = re.search(r"(?<!\w)([A-Za-z_]\w*)\s*=\s*([^=,][^,]*)$", parts[0]) if len(parts) == 3 else None
     if init is None:
         names = _NAME.findall(parts[0])
         return (names[-1] if names else ""), 0
@@ -480,15 +481,15 @@ def _scalar_reduction(body: list[_Statement], index: set[str]) -> bool:
     return bool(accumulated - resets - declared - index - {""})
 
 
-def _offsets(accesses: list[_Access], pattern: re.Pattern[str], index: set[str]) -> dict[tuple, list[int]]:
+def _offsets(accesses: list[_Access], index: set[str]) -> dict[tuple, list[int]]:
     """Per (array, rank, dimension): how far each access's subscript lies from the loop's variable
     (``i - 1``: -1, ``i``: 0), for the subscripts that follow it."""
     out: dict[tuple, list[int]] = {}
     for a in accesses:
         for dimension, subscript in enumerate(a.subscripts):
             if _mentions(subscript, index):
-                m = pattern.search(subscript)
-                offset = 0 if m is None else int(m.group(2)) * (1 if m.group(1) == "+" else -1)
+                m = next((m for m in _OFFSET.finditer(subscript) if m.group(1) in index), None)
+                offset = 0 if m is None else int(m.group(3)) * (1 if m.group(2) == "+" else -1)
                 out.setdefault((a.name, len(a.subscripts), dimension), []).append(offset)
     return out
 
@@ -496,9 +497,8 @@ def _offsets(accesses: list[_Access], pattern: re.Pattern[str], index: set[str])
 def _distance(accesses: list[_Access], index: set[str]) -> int:
     """The largest distance, along the loop's variable, between an element an iteration writes and
     one of the same array another iteration reads (0: none)."""
-    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, index)) + r")([-+])\(?(\d+)\b")
-    written = _offsets([a for a in accesses if a.kind], pattern, index)
-    read = _offsets([a for a in accesses if a.kind != "="], pattern, index)
+    written = _offsets([a for a in accesses if a.kind], index)
+    read = _offsets([a for a in accesses if a.kind != "="], index)
     distances = (max(max(w) - min(r), max(r) - min(w)) for key, w in written.items() if (r := read.get(key)))
     return max(distances, default=0)
 

@@ -17,6 +17,7 @@ from preflight.models.core import budget
 from preflight.models.core.task import all_tasks, get_task
 from preflight.models.tools import whatif
 from preflight.service.batching import Batcher
+from preflight.service.routing import lone_surrogate
 
 from tests.client import api_client
 
@@ -75,6 +76,14 @@ def test_a_what_if_device_or_price_name_longer_than_any_device_name_is_a_422(cli
     for answer, field in ((named, "devices"), (priced, "prices")):
         errors = answer.json()["detail"]
         assert any(e["loc"][:2] == ["body", field] and "at most 128" in e["msg"] for e in errors), errors
+
+
+def test_a_lone_surrogate_deep_in_a_wide_body_is_found_where_it_sits():
+    """Each value's path was a copy of its parent's: depth × breadth (3 s for a 382 KB body)."""
+    nested: list = ["\ud800", *[0] * 190_000]
+    for _ in range(900):
+        nested = [nested]
+    assert lone_surrogate({"items": [nested]}) == ("items" + ".0" * 902, "\\ud800")
 
 
 def test_a_run_of_digits_normalises_in_linear_time_and_core_counts_still_drop():
