@@ -131,10 +131,11 @@ def test_registration_refusals_are_small_422s(home, body):
         assert answer.status_code == 422 and len(answer.content) < 5_000
 
 
-def test_an_unknown_device_of_a_megabyte_is_a_small_404(home):
+def test_a_device_name_of_a_megabyte_is_a_small_422_naming_its_field(home):
     with api_client(home) as client:
         answer = client.post("/v1/gemm/predict", json={"items": [SHAPE | {"device": "z" * 1_000_000}]})
-        assert answer.status_code == 404 and len(answer.content) < 5_000
+        assert answer.status_code == 422 and len(answer.content) < 5_000
+        assert answer.json()["detail"][0]["loc"] == ["body", "items", 0, "device"]
 
 
 def test_deletion_takes_an_exact_name_only(home):

@@ -105,7 +105,7 @@ def test_unknown_device_gets_404_with_close_matches(client):
     [
         ({"workload": {"task": "gemm", "items": []}}, ["body", "workload", "items"]),
         ({"prices": {"p100": -1.0}}, ["body", "prices", "p100"]),
-        ({"devices": []}, ["body", "devices", "list[str]"]),
+        ({"devices": []}, ["body", "devices", "list[constrained-str]"]),
         ({"coverage": 1.5}, ["body", "coverage"]),
     ],
 )
