@@ -252,6 +252,8 @@ def parse(space: str, arch: str) -> OpGraph:
         spec = json.loads(arch)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{space} architecture must be a JSON object: {exc}") from exc
+    except RecursionError as exc:  # nested deeper than the decoder recurses: no architecture is
+        raise ValueError(f"{space} architecture must be a JSON object, not nested past {exc}") from exc
     fields = _JSON_FIELDS[space]
     if not isinstance(spec, dict) or any(f not in spec for f in fields):
         raise ValueError(f"{space} architecture must be a JSON object with fields {list(fields)}")

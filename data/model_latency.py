@@ -131,6 +131,22 @@ class OperatorSpec(BaseModel):
         return self
 
 
+#: How deep an inline config may nest (HF configs nest two or three levels): the service writes items
+#: out again, and its serializer stops at a depth far below what a request may carry.
+MAX_CONFIG_DEPTH = 16
+
+
+def _depth(value: Any) -> int:
+    """How many containers deep a JSON value nests (iteratively: a body may nest past the stack)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 class ModelLatencyItem(BaseModel):
     """A whole transformer run once (inference) or for one step (training) on one device."""
 
@@ -147,6 +163,13 @@ class ModelLatencyItem(BaseModel):
     mode: Mode = "inf"
     dtype: Dtype = Dtype.fp32
     device: DeviceName = Field(description="any name the device catalogue resolves")
+
+    @field_validator("model")
+    @classmethod
+    def _shallow(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if isinstance(value, dict) and (depth := _depth(value)) > MAX_CONFIG_DEPTH:
+            raise ValueError(f"an inline config nests {depth} levels deep; at most {MAX_CONFIG_DEPTH}")
+        return value
 
     @model_validator(mode="after")
     def _one_model(self) -> ModelLatencyItem:

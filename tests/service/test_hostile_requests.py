@@ -86,6 +86,24 @@ def test_a_lone_surrogate_deep_in_a_wide_body_is_found_where_it_sits():
     assert lone_surrogate({"items": [nested]}) == ("items" + ".0" * 902, "\\ud800")
 
 
+def test_json_nested_past_what_the_service_decodes_or_writes_is_a_422_naming_its_field(client):
+    deep = "[" * 5_000 + "]" * 5_000  # a JSON string the decoder cannot recurse through: was a 500
+    arch_item = {"space": "opgraph", "arch": deep, "dataset": "cifar10"}
+    nested: list = [1]
+    for _ in range(900):  # valid, but deeper than the serializer writes items out again: was a 500
+        nested = [nested]
+    config = {"model_type": "bert", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    config |= {"intermediate_size": 128, "vocab_size": 100, "x": nested}
+    model_item = {"model": config, "batch": 1, "seq": 8, "device": "H100"}
+    for path, item, field in (
+        ("/v1/nas-accuracy/predict", arch_item, "arch"),
+        ("/v1/model-latency/predict", model_item, "model"),
+    ):
+        answer = client.post(path, json={"items": [item]})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["detail"][0]["loc"] == ["body", "items", 0, field]
+
+
 def test_a_run_of_digits_normalises_in_linear_time_and_core_counts_still_drop():
     assert normalise("1" * 200_000) == ["1" * 200_000]  # quadratic, it took minutes
     assert normalise("AMD EPYC 7742 64-Core Processor")[:2] == ["epyc", "7742"]
