@@ -29,12 +29,12 @@ def open_log(out: Path, columns: Sequence[str], source: str) -> list[dict[str, s
 
 
 def _open_log(out: Path, columns: Sequence[str], source: str) -> list[dict[str, str]]:
-    header = ",".join(columns)
+    header = _csv([columns])
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a+b") as fh:  # creates a new file; fails here when out cannot be written
         fh.seek(0)
         data = fh.read()
-        if not (header + "\n").encode().startswith(data[: len(header) + 1]):  # a torn header passes
+        if not header.startswith(data[: len(header)]):  # a torn header passes
             raise _foreign(out, source, "its first line is not the collector's header")
         kept = data[: data.rfind(b"\n") + 1]
         if len(kept) < len(data):
@@ -75,9 +75,14 @@ def check_same(out: Path, settings: Mapping[str, tuple[object, Iterable[str]]]) 
 def append(fd: int, rows: Iterable[Sequence[object]]) -> None:
     """Append complete rows (their cells written and quoted as the csv module does) with a single
     write, then fsync."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    payload = buffer.getvalue().encode()
+    payload = _csv(rows)
     if os.write(fd, payload) != len(payload):
         raise OSError(f"short write of {len(payload)} bytes")
     os.fsync(fd)
+
+
+def _csv(rows: Iterable[Sequence[object]]) -> bytes:
+    """Rows as the log's lines: cells written and quoted by the csv module, each line ending in a newline."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue().encode()
