@@ -1,4 +1,4 @@
-"""The route class of every API router: a JSON body must be Unicode text, of bounded size.
+"""The route class of every API router: a JSON body must be Unicode text (UTF-8), of bounded size.
 
 JSON may escape a lone surrogate (``"\\ud800"``), which decodes to a Python string that no UTF-8
 encoder accepts: echoed in an error or an answer it turned a bad request into a 500. Such a body is
@@ -22,16 +22,18 @@ MAX_JSON_VALUES = 200_000
 
 
 class UnicodeRequest(Request):
-    """A request whose JSON body is refused (``json.JSONDecodeError``) if a string of it holds a lone
-    surrogate; checked only when the body has an escape at all (a raw surrogate is not UTF-8)."""
+    """A request whose JSON body is refused (``json.JSONDecodeError``) if it is not UTF-8 text or a
+    string of it holds a lone surrogate; checked only when the body has an escape at all (a raw
+    surrogate is not UTF-8)."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
             _refuse_too_many_values(body)
-            value = json.loads(body)
-            if b"\\u" in body:
-                _refuse_lone_surrogates(value, body.decode("utf-8", "replace"))
+            text = _text(body)
+            value = json.loads(text)
+            if "\\u" in text:
+                _refuse_lone_surrogates(value, text)
             self._json = value
         return self._json
 
@@ -44,6 +46,17 @@ class UnicodeRoute(APIRoute):
             return await handler(UnicodeRequest(request.scope, request.receive))
 
         return route
+
+
+def _text(body: bytes) -> str:
+    """The body as UTF-8 text (JSON's encoding, RFC 8259; a byte order mark is ignored), or a
+    JSONDecodeError at its first byte that is not."""
+    try:
+        return body.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise json.JSONDecodeError(
+            f"the body is not UTF-8 text: byte 0x{body[exc.start]:02x} at position {exc.start}", "", exc.start
+        ) from None
 
 
 def _refuse_too_many_values(body: bytes) -> None:

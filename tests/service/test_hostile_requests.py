@@ -55,6 +55,19 @@ def test_a_lone_surrogate_anywhere_in_a_body_is_a_422_naming_its_field_on_every_
     assert pair.status_code == 404
 
 
+def test_a_body_that_is_not_utf8_is_a_422_naming_its_first_bad_byte_on_every_route(client):
+    body = '{"items": [{"device": "Caf\u00e9"}]}'.encode("latin-1")  # é as one byte, 0xe9
+    for path in post_routes(client):
+        answer = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert answer.status_code == 422, (path, answer.text)
+        error = answer.json()["detail"][0]
+        assert error["loc"] == ["body", 26] and "0xe9" in error["ctx"]["error"], (path, error)
+    item = {"m": 8, "n": 8, "k": 8, "dtype": "fp32", "device": "Tesla T4"}
+    with_bom = b"\xef\xbb\xbf" + json.dumps({"items": [item]}).encode()  # a byte order mark is read past
+    answer = client.post("/v1/gemm/predict", content=with_bom, headers={"content-type": "application/json"})
+    assert answer.status_code == 200, answer.text
+
+
 #: A run of digits longer than any device name: a name normaliser once took quadratic time on it
 #: (20,000 digits: 2 s; a megabyte: hours), holding the interpreter while every other request waited.
 DIGITS = "1" * 20_000
