@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from preflight.data.settings import Settings
 from preflight.service import errors
 from preflight.service.deps import KEY_RESPONSES, api_keys, require_api_key
-from preflight.service.middleware import Deadline, Observed
+from preflight.service.middleware import Deadline, HeadAsGet, Observed
 from preflight.service.routes import actions, admin, devices, fpga, health, predict, reasons, tasks, whatif
 from preflight.service.served import ServedModels
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -134,4 +134,5 @@ def create_app(settings: Settings | None = None, bootstrap: bool = False) -> Fas
     _document_items(app)
     app.add_middleware(Deadline, seconds=settings.request_timeout_s, exempt=CHANGES_STATE)
     _metrics(app)
+    app.add_middleware(HeadAsGet)
     return app

@@ -159,14 +159,19 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     """FastAPI's answer, except that a 405's ``Allow`` lists every method of the path (Starlette
-    names only those of the first route on it: ``GET`` where ``POST /v1/devices`` exists too)."""
+    names only those of the first route on it: ``GET`` where ``POST /v1/devices`` exists too), HEAD
+    wherever GET is (``middleware.HeadAsGet``)."""
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
         routes = request.app.router.routes
         allowed = [
             method
             for method in METHODS
-            if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+            if any(
+                route.matches({**request.scope, "method": "GET" if method == "HEAD" else method})[0]
+                is Match.FULL
+                for route in routes
+            )
         ]
         if allowed:
             exc.headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}

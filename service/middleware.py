@@ -69,3 +69,17 @@ class Deadline:
             return
         detail = f"no answer within {self.seconds:g} s (PREFLIGHT_REQUEST_TIMEOUT_S); try fewer items"
         await JSONResponse({"detail": detail}, status_code=504)(scope, receive, send)
+
+
+class HeadAsGet:
+    """A HEAD request answers as the GET of its path would, headers only (RFC 9110: a server that
+    answers GET answers HEAD; FastAPI routes list GET alone, so a monitor's ``HEAD /healthz`` got
+    405). The server sends no body for HEAD."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = {**scope, "method": "GET"}
+        await self.app(scope, receive, send)

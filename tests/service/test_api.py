@@ -30,6 +30,15 @@ def test_health_and_readiness(client):
     ]
 
 
+def test_head_answers_as_get_would_headers_only(client):
+    """A monitor's ``HEAD /healthz`` (RFC 9110: a server that answers GET answers HEAD) was a 405."""
+    for path in ("/healthz", "/readyz", "/v1/devices", "/v1/devices/Tesla T4", "/metrics"):
+        head, get = client.head(path), client.get(path)
+        assert head.status_code == get.status_code == 200, (path, head.status_code, get.status_code)
+        assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
+    assert client.head("/v1/devices/no-such-gpu").status_code == 404
+
+
 def test_untrained_service_is_not_ready_and_says_how_to_train(tmp_path):
     with api_client(tmp_path / "empty") as client:
         assert client.get("/readyz").status_code == 503

@@ -133,10 +133,11 @@ def test_a_413_is_documented_on_every_route(trained_home, method, path):
 @pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [
-        ("OPTIONS", "/v1/devices", "GET, POST"),
-        ("PUT", "/v1/devices/p100", "GET, DELETE"),
+        ("OPTIONS", "/v1/devices", "GET, HEAD, POST"),
+        ("PUT", "/v1/devices/p100", "GET, HEAD, DELETE"),
         ("GET", "/v1/gemm/predict", "POST"),
-        ("POST", "/healthz", "GET"),
+        ("HEAD", "/v1/gemm/predict", "POST"),
+        ("POST", "/healthz", "GET, HEAD"),
     ],
 )
 def test_a_405_allows_every_method_of_the_path(trained_home, method, path, allowed):
