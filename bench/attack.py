@@ -7,7 +7,10 @@ sample-trained one the tests build, or a served embedded default), with a 10 s r
 an API key, then sends each attack of issue 25 in turn. Per attack: the HTTP status, the seconds to
 the answer, the worst ``/healthz`` latency seen while it ran (probed every 20 ms from another
 connection), and the server's CPU seconds spent in the 3 s after the answer (work that outlived
-it). Then the server's RSS after the large requests against its warm level, and the p99 of
+it). Then ``STALLED`` connections that each send part of a request head and nothing more, beside
+the server's limit of ``FD_LIMIT`` open descriptors (many systems' default): whether ``/healthz``
+answers while they are held and after ``ARRIVAL_TIMEOUT_S``, and how many are still open. Then the
+server's RSS after the large requests against its warm level, and the p99 of
 one-item GEMM requests before, during and after the lleaves compile that 10,000 served rows
 trigger (a fresh compile cache). ``--pythonpath`` serves another checkout's code (a folder holding
 a ``preflight`` package of links, as ``make test`` builds for mypy) for a before/after comparison.
@@ -21,7 +24,9 @@ import http.client
 import itertools
 import json
 import os
+import resource
 import shutil
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -31,6 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from preflight.service.protocol import ARRIVAL_TIMEOUT_S
 from serve_latency import Client, free_port, preflight_command, stop_server, wait_ready
 
 OUT = Path(__file__).parent / "out"
@@ -38,6 +44,8 @@ KEY = "attack-bench-key-0123456789"
 DEADLINE_S = 10
 #: The client gives up on an attack after this long (the server may still be at it).
 ATTACK_TIMEOUT_S = 60.0
+#: Connections held with part of a request head, beyond the server's limit of open descriptors.
+STALLED, FD_LIMIT = 1100, 1024
 SWITCH = {
     "model_type": "switch_transformers",
     "d_model": 64,
@@ -286,6 +294,71 @@ def run_attacks(proc_pid: int, port: int) -> list[Outcome]:
     return outcomes
 
 
+def stalled_connections(proc_pid: int, port: int) -> dict[str, Any]:
+    """``STALLED`` connections that each send part of a request head, then nothing: the server's open
+    descriptors, whether ``/healthz`` answers on a new connection, and how many of them the server
+    has not closed, 1 s after they opened and ``ARRIVAL_TIMEOUT_S`` + 5 s after."""
+    held = []
+    for _ in range(STALLED):
+        connection = socket.create_connection(("127.0.0.1", port), timeout=5.0)
+        connection.sendall(b"POST /v1/gemm/predict HTTP/1.1\r\nHost: x\r\n")
+        connection.setblocking(False)
+        held.append(connection)
+    report: dict[str, Any] = {"stalled": STALLED, "server_fd_limit": FD_LIMIT}
+    try:
+        for moment, wait in (("held", 1.0), ("after the arrival deadline", ARRIVAL_TIMEOUT_S + 5.0)):
+            time.sleep(wait)
+            report[moment] = {
+                "server_fds": len(os.listdir(f"/proc/{proc_pid}/fd")),
+                "healthz": _healthz(port),
+                "still_open": sum(_open(connection) for connection in held),
+            }
+            print(f"stalled connections, {moment}: {report[moment]}", flush=True)
+    finally:
+        for connection in held:
+            connection.close()
+    return report
+
+
+def _healthz(port: int) -> str:
+    """``GET /healthz`` on a new connection: its status and seconds, or why none came within 5 s."""
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5.0)
+    try:
+        connection.request("GET", "/healthz")
+        status = connection.getresponse().status
+        return f"{status} in {time.perf_counter() - start:.2f} s"
+    except (OSError, http.client.HTTPException) as exc:
+        return f"{type(exc).__name__} after {time.perf_counter() - start:.1f} s"
+    finally:
+        connection.close()
+
+
+def _open(connection: socket.socket) -> bool:
+    """Whether the server has not closed a non-blocking connection."""
+    try:
+        return connection.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Until ``/healthz`` answers (the server listens; champions may still be training)."""
+    start = time.monotonic()
+    while not _healthz(port).startswith("200"):
+        if proc.poll() is not None or time.monotonic() - start > timeout:
+            raise RuntimeError(f"the server did not answer /healthz within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def _limit_descriptors() -> None:
+    """The server's limit of open descriptors: ``FD_LIMIT``, as on many systems by default."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, hard))
+
+
 def memory(proc_pid: int, port: int) -> dict[str, float]:
     """RSS warm, after 13 requests of dense NAS graphs each, and 5 s later."""
     with Client(port, timeout=300.0) as client:
@@ -337,6 +410,7 @@ def _start(port: int, home: Path, env: dict[str, str], log_path: Path) -> subpro
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_limit_descriptors,
         )
 
 
@@ -347,6 +421,9 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True, help="a home holding champions")
     parser.add_argument("--pythonpath", type=Path, help="serve the preflight package found here")
     parser.add_argument("--out", default="after", help="names bench/out/attack-NAME.json")
+    parser.add_argument(
+        "--stalled-only", action="store_true", help="only the stalled connections (no champion needed)"
+    )
     args = parser.parse_args()
     port = free_port()
     OUT.mkdir(exist_ok=True)
@@ -363,11 +440,18 @@ def main() -> None:
             port, args.home, env | ({"PYTHONPATH": str(args.pythonpath)} if args.pythonpath else {}), log_path
         )
         try:
-            wait_ready(proc, port, 600, log_path)
-            # the attacks last: before issue 25 the last one left the server answering nothing
-            report: dict[str, Any] = {"compile": compile_cliff(port), "memory": memory(proc.pid, port)}
-            print(json.dumps(report, indent=2), flush=True)
-            report["attacks"] = [asdict(o) for o in run_attacks(proc.pid, port)]
+            report: dict[str, Any] = {}
+            if not args.stalled_only:
+                wait_ready(proc, port, 600, log_path)
+                report |= {"compile": compile_cliff(port), "memory": memory(proc.pid, port)}
+                print(json.dumps(report, indent=2), flush=True)
+            else:
+                _wait_healthy(port, proc)
+            report["stalled"] = stalled_connections(proc.pid, port)
+            if (
+                not args.stalled_only
+            ):  # the attacks last: before issue 25 the last one left the server answering nothing
+                report["attacks"] = [asdict(o) for o in run_attacks(proc.pid, port)]
         finally:
             stop_server(proc)
     (OUT / f"attack-{args.out}.json").write_text(json.dumps(report, indent=2))

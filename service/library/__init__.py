@@ -737,11 +737,13 @@ def collect(
 
 def serve(host: str = "127.0.0.1", port: int = 8000, home: str | Path | None = None) -> None:
     """Serve the HTTP API until stopped; champions that are missing are trained from the data at hand
-    meanwhile, GEMM first (each task answers once its own model loads)."""
+    meanwhile, GEMM first (each task answers once its own model loads). A connection that sends no
+    whole request within ``protocol.ARRIVAL_TIMEOUT_S`` is closed."""
     import uvicorn
     from preflight.service.app import create_app
+    from preflight.service.protocol import ArrivalDeadline
 
-    uvicorn.run(create_app(settings(home), bootstrap=True), host=host, port=port)
+    uvicorn.run(create_app(settings(home), bootstrap=True), host=host, port=port, http=ArrivalDeadline)
 
 
 @dataclass

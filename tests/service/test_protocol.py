@@ -1,0 +1,134 @@
+"""The service's HTTP protocol on a live uvicorn (127.0.0.1): a connection that keeps it waiting for a
+request is closed; one that sends its requests in time, or waits for a slow answer, is served."""
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from preflight.service.protocol import ArrivalDeadline
+
+DEADLINE_S = 0.5
+#: How long a test waits for what should happen well within it.
+PATIENCE_S = 10.0
+
+
+class ShortDeadline(ArrivalDeadline):
+    arrival_timeout_s = DEADLINE_S
+
+
+async def echo(scope, receive, send) -> None:
+    """Answers each request with its body's length, after ``?sleep`` seconds."""
+    if scope["type"] != "http":
+        return
+    length, more = 0, True
+    while more:
+        message = await receive()
+        length += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    query = scope["query_string"].decode()
+    if query.startswith("sleep="):
+        await asyncio.sleep(float(query.removeprefix("sleep=")))
+    body = str(length).encode()
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(echo, host="127.0.0.1", port=free, http=ShortDeadline, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + PATIENCE_S
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield free
+    server.should_exit = True
+    thread.join(PATIENCE_S)
+
+
+def connect(port: int) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port))
+    connection.settimeout(PATIENCE_S)
+    return connection
+
+
+def closed_within(connection: socket.socket) -> float:
+    """Seconds until the server closes the connection (reads what it sends meanwhile)."""
+    start = time.monotonic()
+    while connection.recv(4096):
+        pass
+    return time.monotonic() - start
+
+
+def request(body: bytes = b"", query: str = "") -> bytes:
+    target = f"/?{query}" if query else "/"
+    return f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def answer(connection: socket.socket) -> bytes:
+    """One response's body (the echo's are short and carry a content-length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(4096)
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(
+        next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[
+            1
+        ]
+    )
+    while len(body) < length:
+        body += connection.recv(4096)
+    return body
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"POST / HTTP/1.1\r\nHost: x\r\n", request(b"0123456789")[:-4]],
+    ids=["nothing", "part of a head", "part of a body"],
+)
+def test_a_connection_that_sends_no_whole_request_in_time_is_closed(port, sent):
+    """uvicorn held such a connection for good: a few bytes each held the process's descriptors."""
+    with connect(port) as connection:
+        connection.sendall(sent)
+        assert closed_within(connection) < PATIENCE_S / 2
+
+
+def test_requests_sent_in_time_are_answered_and_the_connection_is_kept_between_them(port):
+    with connect(port) as connection:
+        for part in (b"POST / HTTP/1.1\r\nHost: x\r\n", b"Content-Length: 3\r\n\r\n", b"abc"):
+            connection.sendall(part)
+            time.sleep(DEADLINE_S / 4)  # slow, but the whole request arrives within the deadline
+        assert answer(connection) == b"3"
+        time.sleep(DEADLINE_S / 2)
+        connection.sendall(request(b"abcde"))  # the next request's wait started with the last answer
+        assert answer(connection) == b"5"
+        assert closed_within(connection) < PATIENCE_S / 2  # then, idle, it is closed
+
+
+def test_an_answer_slower_than_the_deadline_is_not_cut_off(port):
+    """The deadline bounds a request's arrival only; its answer is the request deadline's business."""
+    with connect(port) as connection:
+        connection.sendall(request(b"ab", query=f"sleep={3 * DEADLINE_S}"))
+        assert answer(connection) == b"2"
+
+
+def test_preflight_serve_runs_this_protocol(monkeypatch, tmp_path):
+    import preflight
+    from preflight.service import app
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda application, **options: served.update(options))
+    monkeypatch.setattr(app, "create_app", lambda *args, **kwargs: None)
+    preflight.serve(home=tmp_path)
+    assert served["http"] is ArrivalDeadline
