@@ -328,11 +328,19 @@ class Catalogue:
         devices fit (``h100``: the SXM5 and the PCIe card; ``a100 pcie``: 40 and 80 GB) raises
         AmbiguousDevice listing them, even where the catalogue reads it as one variant for the data sets
         that write it so. An id, a device's name, or an alias no other device fits resolves directly."""
+        several = self.fits_several(name)
+        if several:
+            raise AmbiguousDevice(name, several)
+        return self.resolve(name)
+
+    def fits_several(self, name: str) -> list[str]:
+        """The names of the devices a name fits when it fits several and is no device's id or name
+        (``h100``: the SXM5 and the PCIe card, which :meth:`resolve` reads as the SXM5); else none."""
         snapshot = self._snapshot
         fitting = snapshot.fitting(name)
         if len(fitting) > 1 and look_alike_key(name) not in snapshot.primary:
-            raise AmbiguousDevice(name, snapshot.names(fitting))
-        return self.resolve(name)
+            return snapshot.names(fitting)
+        return []
 
     def get(self, device_id: str) -> DeviceSpec | None:
         """The device of this id, if there is one."""

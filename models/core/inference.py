@@ -44,4 +44,17 @@ def predict_rows(
     except UnknownDevice as exc:
         carrying = np.flatnonzero(rows["device"].to_numpy() == exc.name) if "device" in rows else ()
         raise exc.at([int(i) for i in carrying]) from None
-    return Prediction(features, predictor.predict(features, coverage))
+    estimates = predictor.predict(features, coverage)
+    if "device" in rows:
+        _note_ambiguous_devices(rows["device"].to_numpy(), catalogue, estimates)
+    return Prediction(features, estimates)
+
+
+def _note_ambiguous_devices(names: np.ndarray, catalogue: Catalogue, estimates: Estimates) -> None:
+    """Notes ``ambiguous:NAME=ID`` where a device name fits several devices: ``H100`` is answered for
+    the SXM5, as the data sets that write it mean, and a user choosing between it and the PCIe card
+    must see which."""
+    for name in dict.fromkeys(names):
+        if isinstance(name, str) and name and catalogue.fits_several(name):
+            code = f"ambiguous:{name}={catalogue.resolve(name).id}"
+            estimates.note(np.flatnonzero(names == name).tolist(), code)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +53,8 @@ CODES = envelope.CODES | {
     "synthesized designs)",
     "exact": "exact:TARGET: the value is fixed by definition, not estimated (a workload with no neighbours "
     "runs as it does alone)",
+    "ambiguous": "ambiguous:NAME=ID: the device name fits several devices of the catalogue (GET "
+    "/v1/devices/NAME lists them); the estimate is for ID, the one data sets mean by it",
 }
 
 
@@ -80,6 +82,13 @@ class Estimates:
             dict(zip(targets, estimates)) | {"ood": bool(reasons), "warnings": warnings}
             for *estimates, reasons, warnings in zip(*per_target, self.reasons, self.warnings(value))
         ]
+
+    def note(self, rows: Iterable[int], *codes: str) -> None:
+        """Add notes (codes, after any the rows have) to some rows (positions)."""
+        if not self.notes:
+            self.notes = [[] for _ in range(len(self.reasons))]
+        for row in rows:
+            self.notes[row] = [*self.notes[row], *codes]
 
     def take(self, rows: np.ndarray) -> Estimates:
         """The estimates of some rows (positions)."""
@@ -516,6 +525,12 @@ class Predictor:
             return (
                 f"{self.envelope_.explain(code) or code}: a zero-shot estimate; on {self.task.subject}s held "
                 f"out in training: {quality}. Measurements of it adapt its estimates"
+            )
+        if kind == "ambiguous":
+            name, _, device = subject.rpartition("=")
+            return (
+                f"{name!r} fits several devices (GET /v1/devices/{name} lists them); the estimate is for "
+                f"{device}, the one data sets mean by it: name a device exactly to choose another"
             )
         if kind == "exact":
             return f"{subject}: fixed by definition for this input, not estimated; its interval is the value"

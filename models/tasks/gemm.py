@@ -66,8 +66,7 @@ def physical_power(features: Features, estimates: Estimates) -> None:
     estimates.low["energy_j"] = power.energy_j(_watts(by_kind, roofline, low, tdp, "low"), low)
     estimates.high["energy_j"] = power.energy_j(_watts(by_kind, roofline, high, tdp, "high"), high)
     # physical model (static + dynamic power, bounded by TDP): no GEMM power was measured on any device
-    priced = np.isfinite(watts).tolist()
-    estimates.notes = [["prior:power_w", "prior:energy_j"] if p else [] for p in priced]
+    estimates.note(np.flatnonzero(np.isfinite(watts)).tolist(), "prior:power_w", "prior:energy_j")
 
 
 register(

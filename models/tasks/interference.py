@@ -62,10 +62,7 @@ def alone_is_not_slowed(features: Features, estimates: Estimates) -> None:
         return
     for frame in (estimates.value, estimates.low, estimates.high):
         frame.iloc[alone, frame.columns.get_loc("norm_perf")] = 1.0
-    notes = estimates.notes or [[] for _ in range(len(estimates.value))]
-    for row in alone:
-        notes[row] = [*notes[row], "exact:norm_perf"]
-    estimates.notes = notes
+    estimates.note(alone.tolist(), "exact:norm_perf")
 
 
 register(

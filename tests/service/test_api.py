@@ -55,6 +55,25 @@ def test_a_device_name_several_devices_fit_is_a_404_listing_them(tmp_path):
     assert named.status_code == 200 and named.json()["spec"]["id"] == "nvidia-a100-pcie-40gb"
 
 
+def test_an_estimate_for_a_name_several_devices_fit_says_which_device_it_is_for(client):
+    """``H100`` is answered for the SXM5, as the data sets that write it mean; the PCIe card is 30%
+    slower, and a user comparing them must see which one answered (``GET /v1/devices/H100`` is a 404
+    listing both)."""
+    items = [
+        ITEM | {"device": "H100"},
+        ITEM | {"device": "NVIDIA H100 SXM5 80 GB"},
+        ITEM | {"device": "h100"},
+    ]
+    short, named, lower = client.post("/v1/gemm/predict", json={"items": items}).json()["predictions"]
+    assert "ambiguous:H100=nvidia-h100-sxm5-80gb" in short["warnings"]
+    assert "ambiguous:h100=nvidia-h100-sxm5-80gb" in lower["warnings"]
+    assert not any(w.startswith("ambiguous:") for w in named["warnings"])
+    assert short["runtime_ms"] == named["runtime_ms"] and short["ood"] == named["ood"]  # a note, not a reason
+    code = "ambiguous:H100=nvidia-h100-sxm5-80gb"
+    explained = client.post("/v1/ood-reasons/explain", json={"task": "gemm", "warnings": [code]})
+    assert "is for nvidia-h100-sxm5-80gb" in explained.json()[0]["text"], explained.text
+
+
 def test_serving_starts_at_once_and_trains_missing_champions_meanwhile(first_start):
     """A fresh clone's ``preflight serve`` (a live server): it answers before any model is trained,
     trains every task meanwhile, and then estimates."""
