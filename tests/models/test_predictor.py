@@ -231,7 +231,17 @@ def test_records_hold_none_for_non_finite_estimates_and_say_which_are_missing():
 
 def test_codes_are_documented_and_unknown_warnings_read_as_themselves(fitted):
     predictor, _, _ = fitted
-    assert set(CODES) == {"unseen", "range", "absent", "unmeasured", "missing", "prior", "adapted", "exact"}
+    assert set(CODES) == {
+        "unseen",
+        "range",
+        "absent",
+        "unmeasured",
+        "missing",
+        "prior",
+        "adapted",
+        "exact",
+        "ambiguous",
+    }
     assert predictor.explain("power_w, energy_j: a task's note") == "power_w, energy_j: a task's note"
 
 
