@@ -35,13 +35,15 @@ class ArrivalDeadline(HttpToolsProtocol):
         self._await_request()
 
     def on_message_complete(self) -> None:
+        answered = self.cycle is not None and self.cycle.response_complete  # the rest of a refused body
         super().on_message_complete()
-        self._stop_waiting()
+        if not answered:
+            self._stop_waiting()
 
     def on_response_complete(self) -> None:
-        pipelined = bool(self.pipeline)  # a request already queued starts now: nothing to wait for
         super().on_response_complete()
-        if not pipelined and not self.transport.is_closing():
+        latest = self.cycle  # the last request parsed: a pipelined one may have started now
+        if not self.transport.is_closing() and (latest.response_complete or latest.more_body):
             self._await_request()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -54,7 +54,10 @@ def _note_ambiguous_devices(names: np.ndarray, catalogue: Catalogue, estimates: 
     """Notes ``ambiguous:NAME=ID`` where a device name fits several devices: ``H100`` is answered for
     the SXM5, as the data sets that write it mean, and a user choosing between it and the PCIe card
     must see which."""
-    for name in dict.fromkeys(names):
-        if isinstance(name, str) and name and catalogue.fits_several(name):
-            code = f"ambiguous:{name}={catalogue.resolve(name).id}"
-            estimates.note(np.flatnonzero(names == name).tolist(), code)
+    rows_of: dict[str, list[int]] = {}
+    for row, name in enumerate(names):
+        if isinstance(name, str) and name:
+            rows_of.setdefault(name, []).append(row)
+    for name, rows in rows_of.items():
+        if catalogue.fits_several(name):
+            estimates.note(rows, f"ambiguous:{name}={catalogue.resolve(name).id}")

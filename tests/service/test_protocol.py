@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import BinaryIO
 
 import pytest
 import uvicorn
@@ -21,10 +22,11 @@ class ShortDeadline(ArrivalDeadline):
 
 
 async def echo(scope, receive, send) -> None:
-    """Answers each request with its body's length, after ``?sleep`` seconds."""
+    """Answers each request with its body's length, after ``?sleep`` seconds; with ``?unread`` at once,
+    its body unread (as a 404 or a 413 answers)."""
     if scope["type"] != "http":
         return
-    length, more = 0, True
+    length, more = 0, scope["query_string"] != b"unread"
     while more:
         message = await receive()
         length += len(message.get("body", b""))
@@ -76,51 +78,65 @@ def request(body: bytes = b"", query: str = "") -> bytes:
     return f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
 
-def answer(connection: socket.socket) -> bytes:
-    """One response's body (the echo's are short and carry a content-length)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += connection.recv(4096)
-    head, body = data.split(b"\r\n\r\n", 1)
-    length = int(
-        next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[
-            1
-        ]
-    )
-    while len(body) < length:
-        body += connection.recv(4096)
-    return body
+def answer(reader: BinaryIO) -> bytes:
+    """One response's body, read from the connection's file (``socket.makefile("rb")``)."""
+    length = 0
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    return reader.read(length)
+
+
+HEAD = b"POST / HTTP/1.1\r\nHost: x\r\n"
 
 
 @pytest.mark.parametrize(
     "sent",
-    [b"", b"POST / HTTP/1.1\r\nHost: x\r\n", request(b"0123456789")[:-4]],
-    ids=["nothing", "part of a head", "part of a body"],
+    [
+        [],
+        [HEAD],
+        [request(b"0123456789")[:-4]],
+        [request(b"hello", query="unread")[:-5], b"hello", b"GET / HT"],
+        [request(query=f"sleep={DEADLINE_S / 2}") + request(b"hello")[:-3]],
+    ],
+    ids=[
+        "nothing",
+        "part of a head",
+        "part of a body",
+        "a body answered before it came, then part of a head",
+        "a pipelined request's part of a body",
+    ],
 )
 def test_a_connection_that_sends_no_whole_request_in_time_is_closed(port, sent):
     """uvicorn held such a connection for good: a few bytes each held the process's descriptors."""
     with connect(port) as connection:
-        connection.sendall(sent)
+        for part in sent:
+            connection.sendall(part)
+            time.sleep(DEADLINE_S / 5)
         assert closed_within(connection) < PATIENCE_S / 2
 
 
 def test_requests_sent_in_time_are_answered_and_the_connection_is_kept_between_them(port):
     with connect(port) as connection:
-        for part in (b"POST / HTTP/1.1\r\nHost: x\r\n", b"Content-Length: 3\r\n\r\n", b"abc"):
+        reader = connection.makefile("rb")
+        for part in (HEAD, b"Content-Length: 3\r\n\r\n", b"abc"):
             connection.sendall(part)
             time.sleep(DEADLINE_S / 4)  # slow, but the whole request arrives within the deadline
-        assert answer(connection) == b"3"
+        assert answer(reader) == b"3"
         time.sleep(DEADLINE_S / 2)
         connection.sendall(request(b"abcde"))  # the next request's wait started with the last answer
-        assert answer(connection) == b"5"
+        assert answer(reader) == b"5"
         assert closed_within(connection) < PATIENCE_S / 2  # then, idle, it is closed
 
 
-def test_an_answer_slower_than_the_deadline_is_not_cut_off(port):
+def test_an_answer_slower_than_the_deadline_is_not_cut_off_nor_are_requests_pipelined_behind_it(port):
     """The deadline bounds a request's arrival only; its answer is the request deadline's business."""
     with connect(port) as connection:
-        connection.sendall(request(b"ab", query=f"sleep={3 * DEADLINE_S}"))
-        assert answer(connection) == b"2"
+        slow = request(b"ab", query=f"sleep={3 * DEADLINE_S}")
+        connection.sendall(slow + slow + request(b"abc"))
+        reader = connection.makefile("rb")
+        assert [answer(reader) for _ in range(3)] == [b"2", b"2", b"3"]
 
 
 def test_preflight_serve_runs_this_protocol(monkeypatch, tmp_path):
