@@ -9,8 +9,9 @@ the answer, the worst ``/healthz`` latency seen while it ran (probed every 20 ms
 connection), and the server's CPU seconds spent in the 3 s after the answer (work that outlived
 it). Then ``STALLED`` connections that each send part of a request head and nothing more, beside
 the server's limit of ``FD_LIMIT`` open descriptors (many systems' default): whether ``/healthz``
-answers while they are held and after ``ARRIVAL_TIMEOUT_S``, and how many are still open. Then the
-server's RSS after the large requests against its warm level, and the p99 of
+answers while they are held and after ``ARRIVAL_TIMEOUT_S``, and how many are still open; and one
+connection sending 100 MB of 8-byte headers (the server's RSS before and after). Then the server's
+RSS after the large requests against its warm level, and the p99 of
 one-item GEMM requests before, during and after the lleaves compile that 10,000 served rows
 trigger (a fresh compile cache). ``--pythonpath`` serves another checkout's code (a folder holding
 a ``preflight`` package of links, as ``make test`` builds for mypy) for a before/after comparison.
@@ -320,6 +321,36 @@ def stalled_connections(proc_pid: int, port: int) -> dict[str, Any]:
     return report
 
 
+def head_flood(proc_pid: int, port: int, megabytes: int = 100) -> dict[str, Any]:
+    """One connection sending a request head of ``megabytes`` MB of 8-byte headers, as fast as the server
+    reads it: the server's RSS before and after, what it answered, and the MB it took."""
+    before = _rss_mb(proc_pid)
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30.0)
+    headers, sent, answer = b"X-A: b\r\n" * (1 << 17), 0, b""
+    try:
+        connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        while sent < megabytes:
+            connection.sendall(headers)
+            sent += 1
+        connection.sendall(b"\r\n")
+    except OSError:
+        pass  # refused while it was still sending
+    try:
+        answer = connection.recv(200)
+    except OSError:
+        pass
+    finally:
+        connection.close()
+    report = {
+        "sent_mb": sent,
+        "answer": answer.split(b"\r\n", 1)[0].decode(errors="replace"),
+        "rss_before_mb": before,
+        "rss_after_mb": _rss_mb(proc_pid),
+    }
+    print(f"head flood: {report}", flush=True)
+    return report
+
+
 def _healthz(port: int) -> str:
     """``GET /healthz`` on a new connection: its status and seconds, or why none came within 5 s."""
     start = time.perf_counter()
@@ -422,7 +453,9 @@ def main() -> None:
     parser.add_argument("--pythonpath", type=Path, help="serve the preflight package found here")
     parser.add_argument("--out", default="after", help="names bench/out/attack-NAME.json")
     parser.add_argument(
-        "--stalled-only", action="store_true", help="only the stalled connections (no champion needed)"
+        "--connections-only",
+        action="store_true",
+        help="only the stalled connections and the head flood (no champion needed)",
     )
     args = parser.parse_args()
     port = free_port()
@@ -441,16 +474,15 @@ def main() -> None:
         )
         try:
             report: dict[str, Any] = {}
-            if not args.stalled_only:
+            if not args.connections_only:
                 wait_ready(proc, port, 600, log_path)
                 report |= {"compile": compile_cliff(port), "memory": memory(proc.pid, port)}
                 print(json.dumps(report, indent=2), flush=True)
             else:
                 _wait_healthy(port, proc)
             report["stalled"] = stalled_connections(proc.pid, port)
-            if (
-                not args.stalled_only
-            ):  # the attacks last: before issue 25 the last one left the server answering nothing
+            report["head_flood"] = head_flood(proc.pid, port)
+            if not args.connections_only:  # last: before issue 25 the last attack left the server mute
                 report["attacks"] = [asdict(o) for o in run_attacks(proc.pid, port)]
         finally:
             stop_server(proc)

@@ -741,9 +741,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, home: str | Path | None = N
     whole request within ``protocol.ARRIVAL_TIMEOUT_S`` is closed."""
     import uvicorn
     from preflight.service.app import create_app
-    from preflight.service.protocol import ArrivalDeadline
+    from preflight.service.protocol import ArrivalLimits
 
-    uvicorn.run(create_app(settings(home), bootstrap=True), host=host, port=port, http=ArrivalDeadline)
+    uvicorn.run(create_app(settings(home), bootstrap=True), host=host, port=port, http=ArrivalLimits)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The service's HTTP protocol on a live uvicorn (127.0.0.1): a connection that keeps it waiting for a
-request is closed; one that sends its requests in time, or waits for a slow answer, is served."""
+request is closed, and a request head over its limit refused; one that sends its requests in time,
+or waits for a slow answer, is served."""
 
 import asyncio
 import socket
@@ -10,14 +11,14 @@ from typing import BinaryIO
 
 import pytest
 import uvicorn
-from preflight.service.protocol import ArrivalDeadline
+from preflight.service.protocol import MAX_HEAD_BYTES, ArrivalLimits
 
 DEADLINE_S = 0.5
 #: How long a test waits for what should happen well within it.
 PATIENCE_S = 10.0
 
 
-class ShortDeadline(ArrivalDeadline):
+class ShortDeadline(ArrivalLimits):
     arrival_timeout_s = DEADLINE_S
 
 
@@ -139,6 +140,34 @@ def test_an_answer_slower_than_the_deadline_is_not_cut_off_nor_are_requests_pipe
         assert [answer(reader) for _ in range(3)] == [b"2", b"2", b"3"]
 
 
+@pytest.mark.parametrize(
+    "head",
+    [b"X-A: b\r\n" * (MAX_HEAD_BYTES // 8 + 1), b"X-Big: " + b"b" * MAX_HEAD_BYTES + b"\r\n"],
+    ids=["many small headers", "one large header"],
+)
+def test_a_request_head_over_the_limit_is_refused_with_a_431(port, head):
+    """uvicorn bounded neither: small headers grew the server by 15 bytes a byte sent (3 GB in 7 s)."""
+    with connect(port) as connection:
+        try:
+            connection.sendall(HEAD + head + b"Content-Length: 0\r\n\r\n")
+        except ConnectionResetError:  # closed while the rest was still being sent
+            pass
+        refusal = connection.recv(4096)
+    assert refusal.startswith(b"HTTP/1.1 431 ") and b"at most 64 KiB" in refusal
+
+
+def test_a_head_within_the_limit_is_served_with_a_body_of_any_size(port):
+    """A head and a large body in the same reads are not counted together."""
+    with connect(port) as connection:
+        reader = connection.makefile("rb")
+        padding = b"X-Pad: " + b"p" * (MAX_HEAD_BYTES - 1024) + b"\r\n"
+        body = b"b" * (4 * MAX_HEAD_BYTES)
+        connection.sendall(HEAD + padding + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert answer(reader) == str(len(body)).encode()
+        connection.sendall(request(b"abc"))  # and the next request's head counts from nothing
+        assert answer(reader) == b"3"
+
+
 def test_preflight_serve_runs_this_protocol(monkeypatch, tmp_path):
     import preflight
     from preflight.service import app
@@ -147,4 +176,4 @@ def test_preflight_serve_runs_this_protocol(monkeypatch, tmp_path):
     monkeypatch.setattr(uvicorn, "run", lambda application, **options: served.update(options))
     monkeypatch.setattr(app, "create_app", lambda *args, **kwargs: None)
     preflight.serve(home=tmp_path)
-    assert served["http"] is ArrivalDeadline
+    assert served["http"] is ArrivalLimits
