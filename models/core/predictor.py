@@ -14,6 +14,7 @@ import functools
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -529,8 +530,8 @@ class Predictor:
         if kind == "ambiguous":
             name, _, device = subject.rpartition("=")
             return (
-                f"{name!r} fits several devices (GET /v1/devices/{name} lists them); the estimate is for "
-                f"{device}, the one data sets mean by it: name a device exactly to choose another"
+                f"{name!r} fits several devices (GET /v1/devices/{quote(name)} lists them); the estimate is "
+                f"for {device}, the one data sets mean by it: name a device exactly to choose another"
             )
         if kind == "exact":
             return f"{subject}: fixed by definition for this input, not estimated; its interval is the value"
