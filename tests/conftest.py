@@ -150,9 +150,7 @@ def first_start(tmp_path_factory) -> Iterator[FirstStart]:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("PREFLIGHT_") and k != "MLFLOW_TRACKING_URI"
     }
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "preflight.service.cli", "serve", "--port", str(port)]
     with open(home.parent / "first-start.log", "wb") as log:
         server = subprocess.Popen(command, env=env | {"PREFLIGHT_HOME": str(home)}, stdout=log, stderr=log)
@@ -179,6 +177,13 @@ def fresh_clone_home(first_start, tmp_path) -> Path:
     copy = tmp_path / "fresh-clone-home"
     shutil.copytree(first_start.home, copy)
     return copy
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def http(url: str, body: dict | None = None) -> tuple[int, dict]:

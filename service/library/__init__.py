@@ -737,8 +737,8 @@ def collect(
 
 def serve(host: str = "127.0.0.1", port: int = 8000, home: str | Path | None = None) -> None:
     """Serve the HTTP API until stopped; champions that are missing are trained from the data at hand
-    meanwhile, GEMM first (each task answers once its own model loads). A connection that sends no
-    whole request within ``protocol.ARRIVAL_TIMEOUT_S`` is closed."""
+    meanwhile, GEMM first (each task answers once its own model loads). The protocol bounds how a
+    request arrives (``protocol.ArrivalLimits``: its time, and its head's size)."""
     import uvicorn
     from preflight.service.app import create_app
     from preflight.service.protocol import ArrivalLimits

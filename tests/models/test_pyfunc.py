@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from preflight.models.core.inference import predict_items
 from preflight.models.core.task import all_tasks, get_task
 from preflight.models.registry import tracking
 from pydantic import ValidationError
+
+from tests.conftest import free_port
 
 CHAMPION = "models:/preflight.gemm@champion"
 H100_PCIE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 PCIe"}
@@ -180,7 +181,7 @@ def test_an_architecture_valid_only_in_another_rows_space_is_refused_by_its_row(
 
 
 def test_mlflow_models_serve_answers_invocations(registry, tmp_path):
-    port = _free_port()
+    port = free_port()
     binary = Path(sys.executable).parent
     env = os.environ | {"PATH": f"{binary}{os.pathsep}{os.environ['PATH']}"}
     command = [str(binary / "mlflow"), "models", "serve", "-m", CHAMPION, "--env-manager", "local"]
@@ -199,12 +200,6 @@ def test_mlflow_models_serve_answers_invocations(registry, tmp_path):
     (prediction,) = answer["predictions"]
     assert prediction["runtime_ms"] > 0 and prediction["runtime_ms_low"] <= prediction["runtime_ms"]
     assert prediction["ood"] is True  # fp16 on a device the sample never measured
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_up(server: subprocess.Popen, port: int, log: Path, timeout: float = 90.0) -> None:

@@ -13,6 +13,8 @@ import pytest
 import uvicorn
 from preflight.service.protocol import MAX_HEAD_BYTES, ArrivalLimits
 
+from tests.conftest import free_port
+
 DEADLINE_S = 0.5
 #: How long a test waits for what should happen well within it.
 PATIENCE_S = 10.0
@@ -44,9 +46,7 @@ async def echo(scope, receive, send) -> None:
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
+    free = free_port()
     server = uvicorn.Server(
         uvicorn.Config(echo, host="127.0.0.1", port=free, http=ShortDeadline, log_level="error")
     )

@@ -7,7 +7,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from preflight.models.core.task import get_task
 from preflight.models.core.training import train
 from preflight.service.app import create_app
 
+from tests.conftest import free_port
 from tests.samples import sample_paths
 
 ITEM = {"m": 1024, "n": 1024, "k": 1024, "dtype": "fp32", "device": "NVIDIA H100 80GB HBM3"}
@@ -50,12 +50,6 @@ def server_user() -> str | None:
     except KeyError:
         pytest.skip("running as root and there is no `postgres` user to run PostgreSQL as")
     return "postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
