@@ -25,7 +25,7 @@ from preflight.data.errors import DataError
 from preflight.data.fpga import BOARD, PIPELINE_MODES, factor, knob_kind, pipeline_mode, with_defaults
 from preflight.data.program_graph import ProgramGraph, load_graph
 from preflight.features import CONTEXT_PREFIX, Features, GraphArrays, Graphs, Slots
-from preflight.features.fpga_source import SOURCE_COLUMNS, load_source, source_statistics
+from preflight.features.fpga_source import SOURCE_COLUMNS, load_source, log2_count, source_statistics
 
 TARGETS = ("cycles", "lut", "ff", "dsp", "bram", "valid")
 NODE_KINDS = 4  # ProGraML: 0 instruction, 1 variable, 2 constant, 3 pragma
@@ -111,15 +111,11 @@ def _as_dict(pragmas: object) -> Mapping[str, object]:
     return pragmas if isinstance(pragmas, Mapping) else json.loads(str(pragmas) or "{}")
 
 
-def _log2(value: float) -> float:
-    return float(np.log2(max(float(value), 1.0)))
-
-
 def stated_size(text: str, full_text: str, kind: int) -> float:
     """log2 of the size a node states: a constant's magnitude, an array type's element count."""
     if kind == 2 and (m := _CONSTANT.search(full_text)):
         return min(math.log2(1 + min(abs(float(m.group(1))), MAX_SIZE)), math.log2(MAX_SIZE))
-    return min(sum(math.log2(max(int(d), 1)) for d in _ARRAY.findall(text)), math.log2(MAX_SIZE))
+    return min(sum(log2_count(int(d)) for d in _ARRAY.findall(text)), math.log2(MAX_SIZE))
 
 
 def text_class(text: str) -> str:
@@ -173,7 +169,7 @@ def slot_values(placeholder: str, value: object) -> np.ndarray:
     if kind == "PIPE":
         out[2 + PIPELINE_MODES.index(pipeline_mode(value))] = 1
     else:
-        out[0 if kind == "PARA" else 1] = _log2(factor(value))
+        out[0 if kind == "PARA" else 1] = log2_count(factor(value))
     return out
 
 
@@ -207,8 +203,8 @@ def _graph_statistics(graph: ProgramGraph, trips: dict[str, float]) -> dict[str,
     constants, arrays = sizes[kinds.to_numpy() == 2], sizes[text.str.startswith("[").to_numpy()]
     kinds_of_knob = pd.Series([knob_kind(p) for p in graph.placeholders], dtype=str)
     return {
-        "graph_nodes": _log2(len(nodes)),
-        "graph_edges": _log2(graph.edges.shape[1]),
+        "graph_nodes": log2_count(len(nodes)),
+        "graph_edges": log2_count(graph.edges.shape[1]),
         "graph_instructions": float((kinds == 0).sum()),
         "graph_parallel_knobs": float((kinds_of_knob == "PARA").sum()),
         "graph_pipeline_knobs": float((kinds_of_knob == "PIPE").sum()),
@@ -221,9 +217,9 @@ def _graph_statistics(graph: ProgramGraph, trips: dict[str, float]) -> dict[str,
         "graph_calls": float((text == "call").sum()),
         "graph_largest_constant": float(constants.max(initial=0.0)),
         "graph_constant_sizes": float(constants.sum()),
-        "graph_loop_trip_log2": float(sum(_log2(t) for n, t in trips.items() if knob_kind(n) == "PARA")),
+        "graph_loop_trip_log2": float(sum(log2_count(t) for n, t in trips.items() if knob_kind(n) == "PARA")),
         "graph_largest_array": float(arrays.max(initial=0.0)),
-        "graph_array_elements": _log2(float((2.0 ** arrays[arrays > 0]).sum())),
+        "graph_array_elements": log2_count(float((2.0 ** arrays[arrays > 0]).sum())),
     }
 
 
@@ -245,9 +241,11 @@ def _positional(pragmas: Mapping[str, object], trips: dict[str, float]) -> dict[
             value = pragmas[name] if name else None
             code = PIPELINE_MODES.index(pipeline_mode(value))
             out[f"{kind.lower()}_{i}"] = (
-                np.nan if name is None else float(code) if kind == "PIPE" else _log2(factor(value))
+                np.nan if name is None else float(code) if kind == "PIPE" else log2_count(factor(value))
             )
-            out[f"{kind.lower()}_{i}_trip_log2"] = np.nan if name is None else _log2(trips.get(name, 0.0))
+            out[f"{kind.lower()}_{i}_trip_log2"] = (
+                np.nan if name is None else log2_count(trips.get(name, 0.0))
+            )
     return out
 
 
@@ -262,13 +260,13 @@ def _pragma_statistics(pragmas: Mapping[str, object], trips: dict[str, float]) -
         if kind == "PIPE":
             mode = pipeline_mode(value)
             modes[mode] += 1
-            flattened += _log2(trip) if mode == "flatten" else 0.0
+            flattened += log2_count(trip) if mode == "flatten" else 0.0
             continue
         times = factor(value)
-        factors[kind].append(_log2(times))
+        factors[kind].append(log2_count(times))
         if kind == "PARA" and trip > 0:
             shares.append(min(times / trip, 1.0))
-            remaining += _log2(trip / min(times, trip))
+            remaining += log2_count(trip / min(times, trip))
     parallel, tile, unrolled = np.array(factors["PARA"]), np.array(factors["TILE"]), np.array(shares)
     return {
         "parallel_log2_sum": float(parallel.sum()),

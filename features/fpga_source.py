@@ -183,7 +183,7 @@ def parse_source(text: str) -> KernelSource:
                 depth=1 + len(ancestors),
                 parent=parents[i],
                 children=tuple(children[i]),
-                outer_log2=sum(math.log2(max(trips[a], 1)) for a in ancestors),
+                outer_log2=sum(log2_count(trips[a]) for a in ancestors),
                 inner_log2=math.log2(inner[i]),
                 **_body_facts(body, [x for x in body if id(x) not in inside], variable, i in reduced),
             )
@@ -606,15 +606,15 @@ def source_statistics(pragmas: Mapping[str, object], source: KernelSource | None
     return {
         "src_loops": float(len(loops)),
         "src_max_depth": float(source.max_depth),
-        "src_array_elements_log2": _log2(source.array_elements),
+        "src_array_elements_log2": log2_count(source.array_elements),
         "src_body_ops": float(source.body_ops),
-        "src_work_log2": _log2(sum(max(loops[i].trip, 1) * inner[i] for i in top)),
+        "src_work_log2": log2_count(sum(max(loops[i].trip, 1) * inner[i] for i in top)),
         "src_unknown_trips": float(sum(loops[i].trip == 0 for i in knobbed)),
-        "src_unrolled_work_log2": _log2(sum(design.unroll[i] * inner[i] for i in parallel)),
-        "src_copies_log2": _log2(max(design.copies, default=1.0)),
-        "src_hardware_log2": _log2(sum(hardware[i] for i in top)),
-        "src_latency_log2": _log2(sum(latency[i] for i in top)),
-        "src_port_pressure_log2": _log2(max(pressure.values(), default=0.0)),
+        "src_unrolled_work_log2": log2_count(sum(design.unroll[i] * inner[i] for i in parallel)),
+        "src_copies_log2": log2_count(max(design.copies, default=1.0)),
+        "src_hardware_log2": log2_count(sum(hardware[i] for i in top)),
+        "src_latency_log2": log2_count(sum(latency[i] for i in top)),
+        "src_port_pressure_log2": log2_count(max(pressure.values(), default=0.0)),
         "src_reduction_unroll_log2": _largest(design.unroll, [loop.reduction for loop in loops]),
         "src_dependence_unroll_log2": _largest(design.unroll, [loop.distance > 0 for loop in loops]),
         "src_flattened_inner_log2": max(
@@ -636,13 +636,14 @@ def source_statistics(pragmas: Mapping[str, object], source: KernelSource | None
     }
 
 
-def _log2(value: float) -> float:
+def log2_count(value: float) -> float:
+    """log2 of a count, trip or factor; 0 for anything below one."""
     return math.log2(max(value, 1.0))
 
 
 def _largest(values: list[float], where: list[bool]) -> float:
     """log2 of the largest value where ``where`` holds (0: nowhere)."""
-    return _log2(max((v for v, w in zip(values, where) if w), default=1.0))
+    return log2_count(max((v for v, w in zip(values, where) if w), default=1.0))
 
 
 def _design(pragmas: Mapping[str, object], source: KernelSource) -> _Design:
