@@ -3,19 +3,18 @@
 Where the catalogue ships the CPU's model, that spec sheet takes the two names. Otherwise a sheet is
 derived from what the host reports (``collect/host.py``): its id starts ``host-`` and its name ends
 ``(this host)``. Cores, clock, last-level cache and memory are as read; the fp32/fp64/bf16 peaks are an
-estimate from the ISA flags at the highest clock; the memory bandwidth is measured once per machine (a
-numpy copy on one thread, as a one-thread GEMM sees it; about 0.1 s) and kept in the home's cache.
+estimate from the ISA flags at the highest clock; the memory bandwidth is measured once per machine as
+the GEMM collector measures it (``copy_bandwidth_gbs``: a copy on torch's threads, about a second with
+torch's import) and kept in the home's cache.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 
-import numpy as np
 from preflight.data.catalogue import KINDS, MAX_ENTRIES, Catalogue, DeviceSpec
-from preflight.data.collect.host import HostFacts, host_facts, peak_tflops, slug
+from preflight.data.collect.host import HostFacts, copy_bandwidth_gbs, host_facts, peak_tflops, slug
 from preflight.data.errors import UnknownDevice
 from preflight.data.settings import Settings
 from preflight.data.store import atomic_write_bytes
@@ -54,16 +53,12 @@ def _derived_spec(facts: HostFacts) -> DeviceSpec:
         boost_clock_mhz=facts.clock_mhz,
         memory_gb=facts.memory_gb,
         llc_mb=facts.llc_mb,
-        memory_bandwidth_gbs=memory_bandwidth_gbs(facts.cpu_name),
+        memory_bandwidth_gbs=memory_bandwidth_gbs(facts),
         peak_tflops=peaks,
     )
 
 
-#: Bytes each copy of the bandwidth measurement moves each way (well past any last-level cache).
-COPY_BYTES = 64 << 20
-
-
-def memory_bandwidth_gbs(cpu_name: str) -> float:
+def memory_bandwidth_gbs(facts: HostFacts) -> float:
     """This host's copy bandwidth (bytes read plus written per second, GB/s), measured on first use and
     cached by CPU name in ``PREFLIGHT_HOME/cache/host-bandwidth.json``."""
     cache = Settings().cache_dir / "host-bandwidth.json"
@@ -71,26 +66,15 @@ def memory_bandwidth_gbs(cpu_name: str) -> float:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
         known = {}
-    if isinstance(known, dict) and isinstance(known.get(cpu_name), float):
-        return known[cpu_name]
-    known = (known if isinstance(known, dict) else {}) | {cpu_name: round(_copy_bandwidth_gbs(), 1)}
+    if isinstance(known, dict) and isinstance(known.get(facts.cpu_name), float):
+        return known[facts.cpu_name]
+    measured = round(copy_bandwidth_gbs(facts.llc_mb), 1)
+    known = (known if isinstance(known, dict) else {}) | {facts.cpu_name: measured}
     try:  # atomically: another process may read it meanwhile
         atomic_write_bytes(cache, json.dumps(known).encode())
     except OSError as exc:
         log.warning("the host's memory bandwidth could not be cached: %s", exc)
-    return known[cpu_name]
-
-
-def _copy_bandwidth_gbs(tries: int = 5) -> float:
-    """Best of a few copies of ``COPY_BYTES`` with numpy."""
-    source = np.ones(COPY_BYTES // 8)
-    target = np.empty_like(source)
-    best_s = float("inf")
-    for _ in range(tries):
-        start = time.perf_counter()
-        np.copyto(target, source)
-        best_s = min(best_s, time.perf_counter() - start)
-    return 2 * COPY_BYTES / best_s / 1e9
+    return measured
 
 
 def _shipped_model(shipped: tuple[DeviceSpec, ...], cpu_name: str) -> DeviceSpec | None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 CPUINFO = Path("/proc/cpuinfo")
 MEMINFO = Path("/proc/meminfo")
 CPU0 = Path("/sys/devices/system/cpu/cpu0")
-#: The copy that measures memory bandwidth moves this many bytes each way.
+#: The copy that measures memory bandwidth moves at least this many bytes each way.
 COPY_BYTES = 256 << 20
 _VENDORS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
 
@@ -141,20 +141,22 @@ def cpu_spec() -> DeviceSpec:
         compute_units=threads,
         boost_clock_mhz=facts.clock_mhz,
         llc_mb=facts.llc_mb,
-        memory_bandwidth_gbs=round(copy_bandwidth_gbs(torch.device("cpu")), 1),
+        memory_bandwidth_gbs=round(copy_bandwidth_gbs(facts.llc_mb), 1),
         peak_tflops=peak_tflops(facts.flags, facts.clock_mhz * 1e6 * threads),
     )
 
 
-def copy_bandwidth_gbs(target: torch.device, tries: int = 5) -> float:
-    """Best of a few copies of COPY_BYTES on ``target``: bytes read plus written per second, in GB/s."""
+def copy_bandwidth_gbs(llc_mb: float | None, tries: int = 5) -> float:
+    """Best of a few copies, on torch's threads as a GEMM on them sees memory, of twice the last-level
+    cache and at least ``COPY_BYTES``: bytes read plus written per second, in GB/s."""
     import torch
     from preflight.data.collect.timing import once_s
 
-    source = torch.ones(COPY_BYTES // 4, dtype=torch.float32, device=target)
+    nbytes = max(COPY_BYTES, int(2 * (llc_mb or 0.0)) << 20)
+    source = torch.ones(nbytes // 4, dtype=torch.float32)
     dest = torch.empty_like(source)
-    best_s = min(once_s(lambda: dest.copy_(source), target) for _ in range(tries))
-    return 2 * COPY_BYTES / best_s / 1e9
+    best_s = min(once_s(lambda: dest.copy_(source), source.device) for _ in range(tries))
+    return 2 * nbytes / best_s / 1e9
 
 
 def slug(name: str) -> str:

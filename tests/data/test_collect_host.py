@@ -74,7 +74,7 @@ def test_an_arm_cpuinfo_names_features_and_no_cores(fake_host):
 )
 def test_the_cpu_spec_estimates_peaks_from_flags_and_clock(fake_host, monkeypatch, threads, name):
     """One thread is named in the singular; the id keeps ``threads`` (a resumed sweep finds its own)."""
-    monkeypatch.setattr(host, "copy_bandwidth_gbs", lambda target: 12.34)
+    monkeypatch.setattr(host, "copy_bandwidth_gbs", lambda llc_mb: 12.34)
     with torch_threads(threads):
         spec = host.cpu_spec()
     assert (spec.id, spec.name) == (f"intel-r-xeon-r-gold-6338-{threads}-threads", name)
