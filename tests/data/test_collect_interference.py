@@ -31,7 +31,7 @@ def planned(workload: str, seed: int = 0) -> list[interference.Run]:
 class Killed:
     path: Path
     children: list[psutil.Process]  # the collector's targets and stressors when it was killed
-    survivors: list[psutil.Process]  # those still running 10 s after
+    survivors: list[psutil.Process]  # those still running 30 s after (a child still starting on a busy host)
     resumed: CollectSummary
 
 
@@ -52,7 +52,7 @@ def compute_runs(tmp_path_factory) -> Killed:
         if collector.poll() is None:
             collector.kill()
             collector.wait()
-    _, survivors = psutil.wait_procs(children, timeout=10)
+    _, survivors = psutil.wait_procs(children, timeout=30)
     resumed = collect_interference(out, seconds=SECONDS, workloads=["compute"], progress=False)
     return Killed(out, children, survivors, resumed)
 
