@@ -29,10 +29,11 @@ median of the measured GPU units' on a GPU (a harness nobody described) and 1 el
 was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
 ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured).
 
-``adapt`` updates the parameters of measured units only (the same MAP fit, with the unit's current
-parameters as the prior), never the shape term, and corrects a unit whose shots depart from its law
-where on the shape they do (``_shape_correction``): measurements of one device leave every other
-device's estimates bit-identical.
+``adapt`` gives a measured GPU the overlap its shots say, pooled over its dtypes (the harness that
+timed them is the same for all), updates the parameters of measured units only (the same MAP fit, with
+the unit's current parameters as the prior), never the shape term, and corrects a unit whose shots
+depart from its law where on the shape they do (``_shape_correction``): measurements of one device
+leave every other device's estimates bit-identical.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from preflight.features.gemm import HEADROOM, LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, log_correction
 from preflight.models.families.tree import TreeFamily
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, minimize_scalar
 from scipy.special import expit
 
 #: Meta columns the law reads (the GEMM featurizer's).
@@ -134,6 +135,11 @@ MIN_LOG_RAMP, MAX_LOG_RAMP = np.log(0.25), np.log(2.0)
 MIN_LOG_OVERLAP, MAX_LOG_OVERLAP = 0.0, np.log(8.0)
 #: How many of a unit's parameters the law reads (log η_c, log η_m, log t0, log α, log q).
 LAW_PARAMETERS = 5
+#: Where the overlap ``q`` sits among them.
+OVERLAP = 4
+#: Log-scale spread of a GPU's overlap when its shots move it: loose, since the harness that timed a
+#: user's measurements is not an input.
+OVERLAP_SIGMA = 1.0
 
 
 @dataclass
@@ -425,6 +431,7 @@ class PhysicsFamily:
         self.measured_ = self._measured(features, keys, self.units_)
         self.adapted_: dict[str, Unit] = {}
         self.adapted_measured_: dict[str, dict] = {}
+        self.harness_: dict[str, float] = {}
         self.moved_: set[str] = set()
         log_residual = np.log(y) - self._log_time(features, raw)
         self.residual_sigma_ = float(np.sqrt(np.average(log_residual**2, weights=weight)))
@@ -651,6 +658,9 @@ class PhysicsFamily:
                     log_overlap=float(np.clip(log_overlap, MIN_LOG_OVERLAP, MAX_LOG_OVERLAP)),
                 )
                 out[i] = bounded(guess, self.shift_[trees[i]]).row()
+        devices = head["device_id"].astype(str).to_numpy()
+        for device, log_overlap in self.harness_.items():
+            out[devices == device, OVERLAP] = log_overlap
         return out[index]
 
     def _prior(self, meta: pd.DataFrame) -> np.ndarray:
@@ -730,15 +740,17 @@ class PhysicsFamily:
     # adapting ------------------------------------------------------------------------------------------
 
     def adapt(self, features: Features, Y: pd.DataFrame) -> PhysicsFamily:
-        """A copy whose measured units' parameters are updated by the measurements (MAP, with their
-        current parameters as the prior), and a unit with ``MIN_SHOTS`` of them corrected where on the
-        shape it departs from the shape term (``_shape_correction``); the shape term and every other
-        unit are shared unchanged."""
+        """A copy whose measured GPUs take the overlap of floor and work their measurements say
+        (``_harness_overlaps``), whose measured units' parameters are updated by the measurements (MAP,
+        with their current parameters as the prior), and a unit with ``MIN_SHOTS`` of them corrected
+        where on the shape it departs from the shape term (``_shape_correction``); the shape term and
+        every other device are shared unchanged."""
         new = copy.copy(self)
         new.adapted_, new.adapted_measured_, new.moved_ = {}, {}, set()
         y = Y[self.target_name_].to_numpy(dtype=float)
         usable = np.isfinite(y) & (y > 0)
-        keys, current = units(features.meta), self.parameters(features.meta)
+        new.harness_ = self._harness_overlaps(features, y, usable)
+        keys, current = units(features.meta), new.parameters(features.meta)
         log_g = self._log_g(self._raw_log_g(features), current)
         for key in np.unique(keys[usable]):
             rows = usable & (keys == key)
@@ -750,6 +762,45 @@ class PhysicsFamily:
         new.corrections_ = new._corrections(features.take(np.flatnonzero(usable)), y[usable])
         new.moved_ |= set(new.corrections_)
         return new
+
+    def _harness_overlaps(self, features: Features, y: np.ndarray, usable: np.ndarray) -> dict[str, float]:
+        """Per GPU with ``MIN_SHOTS`` usable measurements over all its dtypes, the log overlap q of floor
+        and work they say, one for the whole device: it is a fact of the harness that timed them (lone
+        calls add the floor, calls launched back to back hide it behind the work), which no spec sheet
+        holds and a unit's few shots cannot pin down alone. Fitted with every unit's other parameters as
+        they are and kept only where it predicts each measurement left out better than the current
+        overlaps do, as ``_posterior`` keeps a unit's (docs/BENCHMARKS.md, issue 24, thirteenth
+        session: the Hoppers' ten shots)."""
+        meta = features.meta
+        params = self.parameters(meta)
+        compute, memory = (meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
+        log_g = self._log_g(self._raw_log_g(features), params)
+        noise = max(self.residual_sigma_, SHOT_NOISE)
+
+        def log_error(rows: np.ndarray, log_overlap: float | None = None) -> np.ndarray:
+            theta = params[rows, :LAW_PARAMETERS].copy()
+            if log_overlap is not None:
+                theta[:, OVERLAP] = log_overlap
+            return np.log(y[rows]) - law(compute[rows], memory[rows], theta, log_g[rows])
+
+        def fit(rows: np.ndarray, start: float) -> float:
+            def loss(log_overlap: float) -> float:
+                z = (log_error(rows, log_overlap) / noise) ** 2  # soft L1, as the units' MAP fits
+                return float(np.sum(2 * (np.sqrt(1 + z) - 1)) + ((log_overlap - start) / OVERLAP_SIGMA) ** 2)
+
+            return float(minimize_scalar(loss, bounds=(MIN_LOG_OVERLAP, MAX_LOG_OVERLAP), method="bounded").x)
+
+        out = {}
+        gpus = np.flatnonzero(usable & (meta["device_kind"] == "gpu").to_numpy())
+        for device, at in rows_of_each(meta["device_id"].astype(str).to_numpy()[gpus]).items():
+            rows = gpus[at]
+            if len(rows) < MIN_SHOTS:
+                continue
+            start = float(np.mean(params[rows, OVERLAP]))
+            left_out = [abs(log_error(np.array([i]), fit(rows[rows != i], start))[0]) for i in rows]
+            if np.median(left_out) < np.median(np.abs(log_error(rows))):
+                out[str(device)] = fit(rows, start)
+        return out
 
     def _corrections(self, features: Features, y: np.ndarray) -> dict[str, TreeFamily]:
         """Per unit with ``MIN_SHOTS`` usable measurements that depart from its adapted law by more than
@@ -781,9 +832,13 @@ class PhysicsFamily:
         return out
 
     def moved(self, meta: pd.DataFrame) -> np.ndarray:
-        """Whether each row's unit answers from measurements (``adapt`` moved its parameters or
-        corrected it); a unit measured but kept at its prior answers as it did before."""
-        return np.isin(units(meta), sorted(self.moved_))
+        """Whether each row's unit answers from measurements (``adapt`` moved its parameters or its
+        device's overlap, or corrected it); a unit measured but kept at its prior answers as it did
+        before."""
+        return (
+            np.isin(units(meta), sorted(self.moved_))
+            | meta["device_id"].astype(str).isin(self.harness_).to_numpy()
+        )
 
     def _posterior(
         self, features: Features, y: np.ndarray, log_g: np.ndarray, rows: np.ndarray, prior: Unit
@@ -854,6 +909,6 @@ class PhysicsFamily:
             group: TreeFamily.load(directory / f"shape-{group}") for group in state["shape_groups"]
         }
         family.measured_ = state["measured"]
-        family.adapted_, family.adapted_measured_, family.moved_ = {}, {}, set()
+        family.adapted_, family.adapted_measured_, family.harness_, family.moved_ = {}, {}, {}, set()
         family.anchor_, family.corrections_ = Anchor.load(directory), {}
         return family

@@ -378,3 +378,40 @@ def test_a_corrected_unit_is_never_less_efficient_for_a_larger_gemm(predictor, c
     )
     assert adapted.family_.corrections_
     _assert_never_less_efficient(items, adapted.family_.predict(features)["runtime_ms"].to_numpy())
+
+
+def test_a_gpus_shots_timed_back_to_back_move_its_overlap_for_every_dtype(predictor, catalogue):
+    """An H100 timed as calls launched back to back hide its launch floor (overlap q = 4, where the
+    public GPUs' lone calls fit about 1.3): its fp16 and fp32 shots move the whole device's overlap,
+    so its bf16, never measured, follows them; the CPU measured beside it keeps its own (a CPU's calls
+    do not overlap), and every other device answers bit for bit as before."""
+    family, device = predictor.base_family_, "nvidia-h100-sxm5-80gb"
+    back_to_back = copy.copy(family)
+    back_to_back.harness_ = {device: float(np.log(4.0))}
+    cubes = [(s, s, s) for s in (256, 512, 1024, 2048, 4096)]
+    gpu = _items([device], cubes)
+    cpu = _items(["intel-xeon-phi-7250"], cubes[:3]).query("dtype == 'fp32'")
+    shots = pd.concat([gpu[gpu.dtype != "bf16"], cpu], ignore_index=True)
+    shot_features = GEMM.featurize(GEMM.rows(shots), catalogue)
+    truth = back_to_back.predict(shot_features)["runtime_ms"].to_numpy()
+    adapted = family.adapt(*_measured(shots, truth, catalogue))
+    assert set(adapted.harness_) == {device} and np.log(2.0) < adapted.harness_[device] < np.log(4.5)
+    asked = _items([device, "nvidia-a100-sxm4-80gb"], cubes)
+    features = GEMM.featurize(GEMM.rows(asked), catalogue)
+    before, after = (f.predict(features)["runtime_ms"].to_numpy() for f in (family, adapted))
+    expected = back_to_back.predict(features)["runtime_ms"].to_numpy()
+    miss_before, miss_after = (np.abs(np.log(answer / expected)) for answer in (before, after))
+    bf16 = (asked.device == device).to_numpy() & (asked.dtype == "bf16").to_numpy() & (miss_before > 0.01)
+    assert bf16.sum() >= 2 and (miss_after[bf16] < 0.5 * miss_before[bf16]).all(), (miss_before, miss_after)
+    others = (asked.device != device).to_numpy()
+    np.testing.assert_array_equal(after[others], before[others])
+
+
+def test_shots_the_current_overlap_explains_leave_it(predictor, catalogue):
+    """Measurements that the device's overlap already predicts do not move it (each left out is no
+    better predicted by an overlap fitted to the rest)."""
+    family = predictor.base_family_
+    shots = _items(["nvidia-h100-sxm5-80gb"], [(s, s, s) for s in (256, 1024, 4096)])
+    features = GEMM.featurize(GEMM.rows(shots), catalogue)
+    own = family.predict(features)["runtime_ms"].to_numpy()
+    assert family.adapt(*_measured(shots, own, catalogue)).harness_ == {}
