@@ -615,7 +615,10 @@ class PhysicsFamily:
         return np.where(among(groups, list(self.shape_)), groups, next(iter(self.shape_)))
 
     def _tree_log_g(self, tree: str, features: Features, rows: np.ndarray) -> np.ndarray:
-        return self.shape_[tree].predict(bare(features.X.iloc[rows], "log_g"))["log_g"].to_numpy()
+        """The tree's output on the rows; 0 (g = 1: the unit's efficiencies alone) where the tree learned
+        nothing, its group having had fewer than two training rows."""
+        predicted = self.shape_[tree].predict(bare(features.X.iloc[rows], "log_g"))
+        return predicted["log_g"].to_numpy() if "log_g" in predicted else np.zeros(len(rows))
 
     def _tops(self, raw: np.ndarray, meta: pd.DataFrame) -> dict[str, float]:
         """Each shape tree's top (``SHAPE_TOP`` quantile) over the rows it learned from (``raw``, the
@@ -832,13 +835,10 @@ class PhysicsFamily:
         return out
 
     def moved(self, meta: pd.DataFrame) -> np.ndarray:
-        """Whether each row's unit answers from measurements (``adapt`` moved its parameters or its
-        device's overlap, or corrected it); a unit measured but kept at its prior answers as it did
-        before."""
-        return (
-            np.isin(units(meta), sorted(self.moved_))
-            | meta["device_id"].astype(str).isin(self.harness_).to_numpy()
-        )
+        """Whether each row's unit answers from measurements (``adapt`` moved its parameters or
+        corrected it); a unit measured but kept at its prior, its device's overlap aside, keeps the
+        prior's interval (its error is the prior's, not the shots' spread)."""
+        return np.isin(units(meta), sorted(self.moved_))
 
     def _posterior(
         self, features: Features, y: np.ndarray, log_g: np.ndarray, rows: np.ndarray, prior: Unit

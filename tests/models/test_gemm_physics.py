@@ -415,3 +415,17 @@ def test_shots_the_current_overlap_explains_leave_it(predictor, catalogue):
     features = GEMM.featurize(GEMM.rows(shots), catalogue)
     own = family.predict(features)["runtime_ms"].to_numpy()
     assert family.adapt(*_measured(shots, own, catalogue)).harness_ == {}
+
+
+def test_a_shape_group_with_one_training_row_reads_g_of_one(shipped):
+    """A group of the shape term (here the CPUs and phones) with a single training row learns no tree:
+    its rows answer by their unit's efficiencies alone instead of failing (`report --rows 10` did)."""
+    rows, features = shipped
+    gpu = (features.meta["device_kind"] == "gpu").to_numpy()
+    cpu = np.flatnonzero(~gpu)[:1]
+    keep = np.r_[np.flatnonzero(gpu)[:2000], cpu]
+    family = PhysicsFamily(targets=GEMM.targets).fit(
+        features.take(keep), GEMM.target_frame(rows.iloc[keep]).reset_index(drop=True)
+    )
+    estimate = family.predict(features.take(cpu))["runtime_ms"].to_numpy()
+    assert np.isfinite(estimate).all() and (estimate > 0).all()
