@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
-from preflight.data.errors import DataError
+from preflight.data.errors import DataError, UsageError
 from preflight.data.tables import Loaded
 
 T = TypeVar("T")
@@ -45,6 +45,18 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
 
 #: The journal of a change to several state files (see :func:`write_together`), in the files' folder.
 JOURNAL = ".journal.json"
+
+
+def output_file(path: Path, *inputs: Path, option: str = "--output") -> Path:
+    """``path`` where a command may write its output (its ``option``): a file in an existing folder,
+    none of its inputs."""
+    if path.exists() and any(path.resolve() == given.resolve() for given in inputs):
+        raise UsageError(f"{option} {path}: the output would overwrite an input; write it elsewhere")
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: Is a directory")
+    if not path.parent.is_dir():
+        raise UsageError(f"{option} {path}: No such file or directory")
+    return path
 
 
 def write_together(folder: Path, files: dict[str, bytes]) -> None:

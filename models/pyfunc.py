@@ -241,11 +241,14 @@ def _item_list(item: type[BaseModel]) -> TypeAdapter[list[BaseModel]]:
 
 
 def _as_native(column: pd.Series, kinds: set[type]) -> pd.Series:
-    """A column with no value missing, whole floats as integers where the field takes integers but no
-    floats (as ``_native`` does value by value)."""
-    if column.dtype.kind == "f" and int in kinds and float not in kinds and (column % 1 == 0).all():
+    """A column with no value missing as ``_native`` makes each of its values, whole at a time where it
+    can: a file's column with one bad cell is read as floats or text, and only that cell is invalid."""
+    numbers = bool(kinds & {int, float}) and str not in kinds
+    if not numbers or column.dtype.kind in "biu" or (column.dtype.kind == "f" and float in kinds):
+        return column
+    if column.dtype.kind == "f" and (column % 1 == 0).all():
         return column.astype("int64")
-    return column
+    return pd.Series([_native(value, kinds) for value in column.tolist()], index=column.index, dtype=object)
 
 
 def _field_kinds(task: Task) -> dict[str, set[type]]:
@@ -261,10 +264,23 @@ def _missing(value: object) -> bool:
 
 
 def _native(value: object, kinds: set[type]) -> object:
-    """An integer for a whole float where the field takes integers but no floats."""
+    """A number for a numeric text where the field takes numbers but no text, and an integer for a
+    whole float where it takes integers but no floats."""
+    if isinstance(value, str) and kinds & {int, float} and str not in kinds:
+        value = _number(value)
     if isinstance(value, float) and int in kinds and float not in kinds and value.is_integer():
         return int(value)
     return value
+
+
+def _number(text: str) -> object:
+    """The integer or float a text spells, else the text (for the item's validation to name)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
 
 def input_example(task: Task, rows: pd.DataFrame, tries: int = 100) -> pd.DataFrame | None:

@@ -37,12 +37,12 @@ def _open_log(out: Path, columns: Sequence[str], source: str) -> list[dict[str, 
         if not header.startswith(data[: len(header)]):  # a torn header passes
             raise _foreign(out, source, "its first line is not the collector's header")
         kept = data[: data.rfind(b"\n") + 1]
+        rows = _rows(out, kept, source)  # before the repair: a refused file is left as it was
         if len(kept) < len(data):
             fh.truncate(len(kept))
         if not kept:
             append(fh.fileno(), [columns])
-            return []
-    return _rows(out, kept, source)
+    return rows
 
 
 def _rows(out: Path, data: bytes, source: str) -> list[dict[str, str]]:

@@ -40,8 +40,9 @@ log = logging.getLogger("preflight.state")
 
 
 class RegistryLost(ModelStateError):
-    """The home's registry database is missing or empty while model artifacts exist: a registry lost or
-    truncated, never one to train anew over (that would orphan the artifacts and the old champions)."""
+    """The home's registry database is damaged, or missing or empty while model artifacts exist: a
+    registry lost or truncated, never one to train anew over (that would orphan the artifacts and the
+    old champions)."""
 
 
 @dataclass
@@ -115,8 +116,14 @@ def _prepare_home(home: Path, uri: str, own_store: bool) -> None:
     relocation; once per home and URI (a failed check is made again by the next client)."""
     home.mkdir(parents=True, exist_ok=True)
     if own_store:
-        _refuse_lost_registry(home)
-        relocation.relocate(home)
+        try:
+            _refuse_lost_registry(home)
+            relocation.relocate(home)
+        except sqlite3.DatabaseError as exc:
+            raise RegistryLost(
+                f"{home / 'mlflow.db'} is damaged ({exc}): restore it from a backup, or move it and the "
+                "artifacts folder aside to start afresh"
+            ) from exc
 
 
 def _refuse_lost_registry(home: Path) -> None:

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import preflight
 import typer
 from preflight.data.errors import DataError, PreflightError, UnknownDevice, UsageError
+from preflight.data.store import output_file
 from preflight.service.cli import options, render
 from preflight.service.cli.options import Count, Coverage, JsonOut, Positive, RayAddress, Seed, TaskName
 from typer.core import TyperCommand, TyperGroup
@@ -273,7 +277,7 @@ def whatif(
     except UnknownDevice as exc:
         raise UsageError(str(exc)) from exc
     if chart is not None:
-        render.chart(ranking.whatif, chart)
+        render.chart(ranking.whatif, output_file(chart, workload, option="--chart"))
     if json_out:
         typer.echo(WhatIfResponse.of(ranking.whatif, ranking.model).model_dump_json(indent=2))
     else:
@@ -336,10 +340,25 @@ def collect_interference(
 
 
 def _collect(profiler: str, out: Path | None, **parameters: Any) -> None:
-    """Run an own profiler (default ``out``: under ``PREFLIGHT_HOME``); its summary as one JSON line."""
+    """Run an own profiler (default ``out``: under ``PREFLIGHT_HOME``); its summary as one JSON line. A
+    SIGTERM (``timeout``, a batch scheduler) stops it as Ctrl-C does: its children stopped, its log
+    left whole to resume."""
     _logging()
-    summary = preflight.collect(profiler, out, **parameters)
+    with _terminate_as_interrupt():
+        summary = preflight.collect(profiler, out, **parameters)
     typer.echo(json.dumps({k: str(v) for k, v in vars(summary).items()}))
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command()
@@ -419,13 +438,7 @@ def register_designs(
     """Synthesized designs of an FPGA kernel, which adapt that kernel's estimates only (checked as the
     service checks them); prints the kernel with the count of its designs held."""
     _logging()
-    text = designs.read_text()
-    rows = (
-        json.loads(text)
-        if text.lstrip().startswith("[")
-        else [json.loads(line) for line in text.splitlines() if line.strip()]
-    )
-    typer.echo(preflight.register_designs(kernel, rows).model_dump_json())
+    typer.echo(preflight.register_designs(kernel, options.designs(designs)).model_dump_json())
 
 
 @data_app.command("list")

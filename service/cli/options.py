@@ -118,12 +118,27 @@ def errors(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10])
 
 
-def _json(path: Path, option: str) -> Any:
-    """The JSON in an input file, read as the service reads a request body: at most
-    ``PREFLIGHT_MAX_BODY_BYTES`` (``/dev/zero`` is refused, not read for ever), nested no deeper than
-    Python parses, and Unicode text."""
-    from preflight.service.routing import lone_surrogate
+def designs(path: Path) -> list:
+    """The designs file of ``register-designs``: a JSON list, or JSON lines (one design a line)."""
+    payload = _payload(path, "DESIGNS")
+    if payload.lstrip().startswith(b"["):
+        found = _parsed(payload, str(path))
+    else:
+        lines = [(i, line) for i, line in enumerate(payload.splitlines(), 1) if line.strip()]
+        found = [_parsed(line, f"{path} line {i}") for i, line in lines]
+    if not found:
+        raise UsageError(f"{path}: no designs")
+    return found
 
+
+def _json(path: Path, option: str) -> Any:
+    """The JSON in an input file, read as the service reads a request body (``_payload``, ``_parsed``)."""
+    return _parsed(_payload(path, option), f"{option} {path}")
+
+
+def _payload(path: Path, option: str) -> bytes:
+    """An input file's bytes: at most ``PREFLIGHT_MAX_BODY_BYTES`` (``/dev/zero`` is refused, not read
+    for ever)."""
     limit = preflight.settings().max_body_bytes
     try:
         with path.open("rb") as file:
@@ -132,12 +147,19 @@ def _json(path: Path, option: str) -> Any:
         raise UsageError(f"{option} {path}: {exc.strerror or exc}") from exc
     if len(payload) > limit:
         raise UsageError(f"{option} {path}: larger than {limit:,} bytes (PREFLIGHT_MAX_BODY_BYTES)")
+    return payload
+
+
+def _parsed(payload: bytes, where: str) -> Any:
+    """JSON nested no deeper than Python parses, and Unicode text; errors say ``where`` it was read."""
+    from preflight.service.routing import lone_surrogate
+
     try:
         value = json.loads(payload)
     except RecursionError:
-        raise UsageError(f"{option} {path}: JSON nested too deeply") from None
+        raise UsageError(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # not JSON, or not text
-        raise UsageError(f"{option} {path}: not JSON ({exc})") from exc
+        raise UsageError(f"{where}: not JSON ({exc})") from exc
     if (found := lone_surrogate(value)) is not None:
-        raise UsageError(f"{option} {path}: {found[0]} holds a lone surrogate ({found[1]}), not Unicode text")
+        raise UsageError(f"{where}: {found[0]} holds a lone surrogate ({found[1]}), not Unicode text")
     return value

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preflight.data.errors import DataError, UsageError
+from preflight.data.store import output_file
 from preflight.data.threads import serialise_parsing
 
 serialise_parsing()  # ast.parse one thread at a time where CPython races (data/threads.py)
@@ -286,6 +287,8 @@ def train(
     config = settings(home)
     spec = _task(task)
     spec.family(family)  # an unknown family is refused before any data is read
+    if path is not None and source is None:
+        raise UsageError(f"--path {path} needs --source (the layout the file is in)")
     paths = None if source is None else {source: source_file(source, Path(path) if path else None, config)}
     return fit(spec, config, catalogue(home), family=family, paths=paths, promote=promote, seed=seed)
 
@@ -544,18 +547,20 @@ def score(
     input's order."""
     import time
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from preflight.data.cluster import cluster
     from preflight.models.core import parallel
 
     began, source = time.monotonic(), _readable(Path(input))
+    target = output_file(Path(output), source)
     model, address = load(task, version, home), cluster()
     if address is None:
         tables = _scored_here(_Scorer(model, coverage, str(source)), _item_batches(source, batch_rows))
     else:
         located = (model.task.name, model.info.version, model.settings.home, coverage, str(source))
         tables = parallel.map_file(source, batch_rows, functools.partial(_Scorer.loaded, *located), address)
-    target, partial = Path(output), Path(output).with_name(Path(output).name + ".partial")
+    partial = target.with_name(target.name + ".partial")
     rows, writer, finished = 0, None, False
     try:
         with _long_lived_frozen(), closing(tables):  # closed at once, on a failure too
@@ -566,6 +571,8 @@ def score(
                 writer.write_table(table)
                 rows += table.num_rows
         finished = True
+    except pa.ArrowException as exc:  # a file Arrow cannot read as a table (empty, ragged rows)
+        raise DataError(f"{input}: not a table of items after row {rows} ({exc}); nothing written") from None
     finally:
         if writer is not None:
             writer.close()
@@ -614,6 +621,8 @@ class _Scorer:
         from pydantic import ValidationError
 
         table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        if twice := sorted({c for c in table.column_names if table.column_names.count(c) > 1}):
+            raise DataError(f"{self.source}: columns named more than once: {', '.join(twice)}")
         frame = table.select([c for c in table.column_names if c in self.fields]).to_pandas()
         try:
             found = self.model.predict(frame, self.coverage)
@@ -647,7 +656,7 @@ class _Rejection:
         """The error naming the row in the file whose batch starts at ``first_row``."""
         return DataError(
             f"{source}: row {first_row + self.row}: {self.field}: {self.reason} ({self.problems} "
-            f"problems in its batch of {self.batch_rows} rows); nothing written"
+            f"problem{'s' * (self.problems != 1)} in its batch of {self.batch_rows} rows); nothing written"
         )
 
     def table(self) -> Any:

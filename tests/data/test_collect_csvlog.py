@@ -35,6 +35,7 @@ def test_a_torn_last_line_is_cut_and_a_torn_header_rewritten(tmp_path):
         (HEADER + b"0,1\n", "row 1 does not have one cell per column"),
         (HEADER + b"0,1,2,3\n", "row 1 does not have one cell per column"),
         (HEADER + b"0,1,\xff\n", "can't decode"),
+        (HEADER + b"0,1,2\n\xff\n\x89\x00", "can't decode"),  # garbage after the rows, its tail torn too
     ],
 )
 def test_a_file_that_is_not_the_collectors_own_is_refused_untouched(tmp_path, content, why):

@@ -175,3 +175,35 @@ def test_stress_ng_neighbours_run_and_are_gone_after(tmp_path):
     assert measured.ops > 0 and measured.host_cpu_util > 0
     assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "stress-ng"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_terminated_collection_stops_its_children(tmp_path):
+    """SIGTERM (``timeout``, a batch scheduler) stops the CLI's collector as Ctrl-C does: the target,
+    30 s into nothing, and any stressor are stopped with it, and the log stays whole."""
+    out = tmp_path / "terminated.csv"
+    command = [sys.executable, "-m", "preflight.service.cli", "collect", "interference", "--out", str(out)]
+    options = ["--seconds", "30", "--workloads", "compute"]
+    env = {**os.environ, "PREFLIGHT_HOME": str(tmp_path / "home")}
+    collector = subprocess.Popen([*command, *options], env=env, start_new_session=True)
+    try:
+        children = _children_once_lines(collector, out, lines=1)  # the header, and the first run started
+        _working(children)
+        collector.send_signal(signal.SIGTERM)  # the collector alone, not its group
+        collector.wait(20)
+    finally:
+        if collector.poll() is None:
+            os.killpg(collector.pid, signal.SIGKILL)
+            collector.wait()
+    _, survivors = psutil.wait_procs(children, timeout=15)
+    assert not survivors, f"left running: {survivors}"
+    assert out.read_text().endswith("\n")  # whole lines only: the next run resumes from it
+
+
+def _working(children: list[psutil.Process], cpu_s: float = 0.5) -> None:
+    """Once one of the children has worked ``cpu_s`` of CPU time (past its start, into its run)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(child.cpu_times().user >= cpu_s for child in children if child.is_running()):
+            return
+        time.sleep(0.05)
+    raise AssertionError("no child worked")

@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import preflight
 import pytest
-from preflight.data.errors import NotTrained, UnknownDevice, UnknownTask, UnknownVersion
+from preflight.data.errors import NotTrained, UnknownDevice, UnknownTask, UnknownVersion, UsageError
 from preflight.data.settings import Settings
 from preflight.models.core.task import all_tasks
 from preflight.models.registry import tracking
@@ -121,3 +121,10 @@ def test_a_report_is_one_page_with_its_figures_and_is_logged(home, tmp_path):
     champion = tracking.versions(settings, "gemm")[-1]
     logged = {a.path for a in tracking.client(settings).list_artifacts(champion["run_id"], "report")}
     assert "report/index.html" in logged
+
+
+def test_a_training_file_without_its_source_is_refused_before_any_training(tmp_path):
+    """``--path`` alone would train on every source at hand and never read the file."""
+    with pytest.raises(UsageError, match="needs --source"):
+        preflight.train("gemm", path=tmp_path / "mine.csv", home=tmp_path / "home")
+    assert not (tmp_path / "home" / "mlflow.db").exists()

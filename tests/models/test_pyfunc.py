@@ -236,3 +236,16 @@ def _stop(server: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def test_a_file_column_with_one_bad_cell_is_refused_at_that_cell_only():
+    """A CSV column with one fraction is read as floats, and one with a word as text: the other cells
+    are still the integers they spell, and only the bad cell's row is named."""
+    task = get_task("gemm")
+    fractions = pd.DataFrame({"m": [8.0, 700.5, 16.0], "n": 8, "k": 8, "device": "Tesla T4"})
+    words = pd.DataFrame({"m": ["8", "10x24", "16"], "n": 8, "k": 8, "device": "Tesla T4"})
+    for frame in (fractions, words):
+        with pytest.raises(ValidationError) as raised:
+            pyfunc.rows(task, frame)
+        assert [error["loc"] for error in raised.value.errors()] == [(1, "m")]
+    assert list(pyfunc.rows(task, words.drop(index=1))["m"]) == [8, 16]

@@ -151,7 +151,7 @@ def test_a_bad_row_scored_by_ray_data_is_named_by_its_row_in_the_file(two_nodes,
     items.to_parquet(tmp_path / "items.parquet")
     monkeypatch.setenv("RAY_ADDRESS", two_nodes)
     with pytest.raises(
-        DataError, match=r"row 213: m: .*greater than 0 \(1 problems in its batch of 40 rows\)"
+        DataError, match=r"row 213: m: .*greater than 0 \(1 problem in its batch of 40 rows\)"
     ):
         preflight.score(
             "gemm", tmp_path / "items.parquet", tmp_path / "out.parquet", batch_rows=40, home=home

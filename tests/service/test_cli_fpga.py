@@ -3,6 +3,7 @@
 import json
 
 import preflight
+import pytest
 from preflight.service.cli import app
 
 from tests.fpga import KERNELS, write_hlsyn
@@ -61,3 +62,21 @@ def test_synthesized_designs_are_registered_through_the_cli(home, tmp_path, monk
     assert preflight.remove_designs("k-mvt").measurements == 0  # taken back through the Python API
     result = runner.invoke(app, ["register-designs", "k-mvt", str(designs)])
     assert json.loads(result.stdout)["measurements"] == 3  # none were left to add to
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "No such file"),
+        ("", "no designs"),
+        ('{"valid": 1}\n{"valid": 1, \n', "line 2: not JSON"),
+        ("[1, 2", "not JSON"),
+    ],
+)
+def test_a_designs_file_that_cannot_be_read_is_a_usage_error_naming_it(tmp_path, monkeypatch, content, why):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    designs = tmp_path / "designs.jsonl"
+    if content is not None:
+        designs.write_text(content)
+    result = runner.invoke(app, ["register-designs", "k-mvt", str(designs)])
+    assert result.exit_code == 2 and why in result.stderr, result.output

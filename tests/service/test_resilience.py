@@ -288,6 +288,15 @@ def test_training_over_a_lost_registry_is_refused_and_says_how_to_fix(home):
         )
 
 
+def test_a_damaged_registry_database_is_refused_saying_how_to_fix(home):
+    """A truncated ``mlflow.db`` (a disk full, a copy cut short) was SQLite's traceback at every command."""
+    damaged = shutil.copytree(home, home.parent / "damaged")
+    whole = (home / "mlflow.db").read_bytes()
+    (damaged / "mlflow.db").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(tracking.RegistryLost, match="mlflow.db is damaged .*restore it from a backup"):
+        tracking.client(Settings(home=damaged))
+
+
 def test_a_home_given_as_a_relative_path_is_checked_like_any_other(home, monkeypatch):
     """The default home is ``.preflight``, relative: the lost-registry check opened it as a file URI,
     which a relative path cannot be, and every first start failed (found by ``make serve``)."""

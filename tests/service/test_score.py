@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import preflight
 import pytest
-from preflight.data.errors import DataError
+from preflight.data.errors import DataError, UsageError
 from preflight.service.cli import app
 from typer.testing import CliRunner
 
@@ -84,3 +84,32 @@ def test_scoring_through_the_cli(home, tmp_path, monkeypatch):
     assert f"{ROWS} rows" in result.stdout and len(pd.read_parquet(tmp_path / "o.parquet")) == ROWS
     refused = CliRunner().invoke(app, ["score", "gemm", "--input", str(tmp_path / "x.json"), "--output", "o"])
     assert refused.exit_code == 2 and "no such file" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "Empty CSV file"),
+        ("m,n,k,device\n8,8,8,Tesla T4\n8,8\n", "Expected 4 columns, got 2"),
+        ("m,n,k,device,m\n8,8,8,Tesla T4,8\n", "columns named more than once: m"),
+    ],
+)
+def test_a_file_arrow_cannot_read_as_items_is_a_data_error_naming_it(home, tmp_path, text, why):
+    (tmp_path / "items.csv").write_text(text)
+    with pytest.raises(DataError, match=f"items.csv: .*{why}"):
+        preflight.score("gemm", tmp_path / "items.csv", tmp_path / "out.parquet", home=home)
+    assert not list(tmp_path.glob("out.parquet*"))
+
+
+def test_an_output_over_the_input_or_outside_a_folder_is_refused_before_scoring(home, tmp_path):
+    items = tmp_path / "items.csv"
+    gemm_items().to_csv(items, index=False)
+    before = items.read_bytes()
+    for output, why in (
+        (items, "would overwrite an input"),
+        (tmp_path, "Is a directory"),
+        (tmp_path / "no" / "o.parquet", "No such file"),
+    ):
+        with pytest.raises(UsageError, match=why):
+            preflight.score("gemm", items, output, home=home)
+    assert items.read_bytes() == before and not list(tmp_path.glob("*.partial"))
