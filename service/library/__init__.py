@@ -409,10 +409,31 @@ def predict(
     from preflight.service.schemas import predict_request
 
     spec = _task(task)
+    items = _item_list(items)
     budget.check(spec, items)
     validated = predict_request(spec).model_validate({"items": items}).items
     model = load(task, version, home)
     return Predictions(spec, model.info, validated, model.records(validated, coverage))
+
+
+def _item_list(items: Any) -> list[Any]:
+    """Items as the request's list, NumPy's scalars as the Python numbers they hold (what JSON would
+    carry); a frame or a lone item is a usage error saying what to pass."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(items, pd.DataFrame):
+        raise UsageError(
+            "items: a DataFrame is read by preflight.load(task).predict(frame); pass a list here"
+        )
+    if isinstance(items, Mapping) or isinstance(items, str | bytes):
+        raise UsageError("items: a list of items, e.g. [{...}], not one item")
+    return [
+        {k: v.item() if isinstance(v, np.generic) else v for k, v in item.items()}
+        if isinstance(item, Mapping)
+        else item
+        for item in items
+    ]
 
 
 def ask(action: str, request: Mapping[str, Any], *, home: str | Path | None = None) -> BaseModel:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 
+import numpy as np
 import pandas as pd
 import preflight
 import pytest
@@ -60,6 +61,16 @@ def test_items_come_as_dicts_or_a_frame(trained_home):
     model = preflight.load("gemm", home=trained_home)
     items = [H100_PCIE, H100_PCIE | {"m": 1024, "dtype": "fp32"}]
     assert model.predict(pd.DataFrame(items)).equals(model.predict(items))
+
+
+def test_predict_takes_numpy_numbers_and_says_what_to_pass_instead_of_a_frame(trained_home):
+    """Items built in a notebook carry NumPy's integers; a frame or a lone item gets told what to pass."""
+    numpy_item = H100_PCIE | {"m": np.int64(H100_PCIE["m"]), "k": np.int32(H100_PCIE["k"])}
+    answered = preflight.predict("gemm", [numpy_item], home=trained_home)
+    assert answered.records == preflight.predict("gemm", [H100_PCIE], home=trained_home).records
+    for wrong, says in ((pd.DataFrame([H100_PCIE]), "load\\(task\\).predict"), (H100_PCIE, "not one item")):
+        with pytest.raises(UsageError, match=says):
+            preflight.predict("gemm", wrong, home=trained_home)
 
 
 def test_an_invalid_item_names_its_field(trained_home):
