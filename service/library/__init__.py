@@ -409,14 +409,14 @@ def predict(
     from preflight.service.schemas import predict_request
 
     spec = _task(task)
-    items = _item_list(items)
+    items = _request_items(items)
     budget.check(spec, items)
     validated = predict_request(spec).model_validate({"items": items}).items
     model = load(task, version, home)
     return Predictions(spec, model.info, validated, model.records(validated, coverage))
 
 
-def _item_list(items: Any) -> list[Any]:
+def _request_items(items: Any) -> list[Any]:
     """Items as the request's list, NumPy's scalars as the Python numbers they hold (what JSON would
     carry); a frame or a lone item is a usage error saying what to pass."""
     import numpy as np
@@ -426,7 +426,7 @@ def _item_list(items: Any) -> list[Any]:
         raise UsageError(
             "items: a DataFrame is read by preflight.load(task).predict(frame); pass a list here"
         )
-    if isinstance(items, Mapping) or isinstance(items, str | bytes):
+    if isinstance(items, Mapping | str | bytes):
         raise UsageError("items: a list of items, e.g. [{...}], not one item")
     return [
         {k: v.item() if isinstance(v, np.generic) else v for k, v in item.items()}
