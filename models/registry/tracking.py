@@ -119,11 +119,12 @@ def _prepare_home(home: Path, uri: str, own_store: bool) -> None:
         try:
             _refuse_lost_registry(home)
             relocation.relocate(home)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
+            log.error("the registry %s could not be read: %s", home / "mlflow.db", exc)
             raise RegistryLost(
-                f"{home / 'mlflow.db'} is damaged ({exc}): restore it from a backup, or move it and the "
-                "artifacts folder aside to start afresh"
-            ) from exc
+                f"the model registry could not be read (mlflow.db in PREFLIGHT_HOME: {exc}): restore it "
+                "from a backup, or move it and the artifacts folder aside to start afresh"
+            ) from None
 
 
 def _refuse_lost_registry(home: Path) -> None:
