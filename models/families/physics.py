@@ -752,9 +752,10 @@ class PhysicsFamily:
         new.adapted_, new.adapted_measured_, new.moved_ = {}, {}, set()
         y = Y[self.target_name_].to_numpy(dtype=float)
         usable = np.isfinite(y) & (y > 0)
-        new.harness_ = self._harness_overlaps(features, y, usable)
+        raw = self._raw_log_g(features)
+        new.harness_ = self._harness_overlaps(features, y, usable, raw)
         keys, current = units(features.meta), new.parameters(features.meta)
-        log_g = self._log_g(self._raw_log_g(features), current)
+        log_g = self._log_g(raw, current)
         for key in np.unique(keys[usable]):
             rows = usable & (keys == key)
             prior = Unit.from_row(current[np.flatnonzero(rows)[0]])
@@ -766,18 +767,20 @@ class PhysicsFamily:
         new.moved_ |= set(new.corrections_)
         return new
 
-    def _harness_overlaps(self, features: Features, y: np.ndarray, usable: np.ndarray) -> dict[str, float]:
+    def _harness_overlaps(
+        self, features: Features, y: np.ndarray, usable: np.ndarray, raw: np.ndarray
+    ) -> dict[str, float]:
         """Per GPU with ``MIN_SHOTS`` usable measurements over all its dtypes, the log overlap q of floor
         and work they say, one for the whole device: it is a fact of the harness that timed them (lone
         calls add the floor, calls launched back to back hide it behind the work), which no spec sheet
         holds and a unit's few shots cannot pin down alone. Fitted with every unit's other parameters as
         they are and kept only where it predicts each measurement left out better than the current
         overlaps do, as ``_posterior`` keeps a unit's (docs/BENCHMARKS.md, issue 24, thirteenth
-        session: the Hoppers' ten shots)."""
+        session: the Hoppers' ten shots). ``raw``: the shape trees' output on the measurements."""
         meta = features.meta
         params = self.parameters(meta)
         compute, memory = (meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
-        log_g = self._log_g(self._raw_log_g(features), params)
+        log_g = self._log_g(raw, params)
         noise = max(self.residual_sigma_, SHOT_NOISE)
 
         def log_error(rows: np.ndarray, log_overlap: float | None = None) -> np.ndarray:
