@@ -27,8 +27,15 @@ def load_source(
     source: str, path: Path, settings: Settings, catalogue: Catalogue, store: bool = True
 ) -> tuple[pd.DataFrame, str]:
     """Load one file, record it in the table store (unless ``store`` is off, as for evaluation
-    splits), and register the devices that travel with it."""
+    splits), and register the devices that travel with it. Rows the loader rejected are logged with
+    their count and reasons (a file with too many is refused by the loader)."""
     loaded = sources.load(source, path)
+    if len(loaded.rejects):
+        log.warning(
+            "%s: %s: %d of %d rows rejected (%s)",
+            source, path, len(loaded.rejects), len(loaded.rows) + len(loaded.rejects),
+            ", ".join(f"{reason}: {n}" for reason, n in loaded.reject_counts().items()),
+        )  # fmt: skip
     if store:
         TableStore(settings.tables_dir).put(loaded, path)
     for spec in loaded.extra_devices:

@@ -41,18 +41,19 @@ def test_help_is_quick_and_lists_commands():
     assert "mlflow" not in result.stderr and "lightgbm" not in result.stderr  # heavy imports stay lazy
 
 
-def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch, catalogue):
+def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch, catalogue, caplog):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
     train = deepbench_layout(
         synthetic_gemm(150, seed=1, devices=("NV_P100", "NV_1080Ti", "NV_M40"), catalogue=catalogue),
         tmp_path / "train.csv",
     )
-    test = deepbench_layout(
-        synthetic_gemm(40, seed=2, devices=("AMD_MI25",), catalogue=catalogue), tmp_path / "test.csv"
-    )
+    tested = synthetic_gemm(41, seed=2, devices=("AMD_MI25",), catalogue=catalogue)
+    tested.loc[7, "runtime_ms"] = -1.0  # a bad row: rejected, and said so
+    test = deepbench_layout(tested, tmp_path / "test.csv")
     report = evaluate_files("gemm", "deepbench", train, test, "--shots", "10")
     assert {"task", "family", "source", "split", "n_train", "n_test", "metrics", "baseline"} <= set(report)
     assert report["n_train"] == 150 and report["n_test"] == 30
+    assert "test.csv: 1 of 41 rows rejected" in caplog.text
     assert "mean" in report["metrics"]["runtime_ms"] and report["baseline"]["name"] == "roofline"
 
 
