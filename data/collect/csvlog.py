@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -59,6 +60,15 @@ def _rows(out: Path, data: bytes, source: str) -> list[dict[str, str]]:
 
 def _foreign(out: Path, source: str, why: str) -> UsageError:
     return UsageError(f"{out} is not a {source} CSV ({why}); collect into another file")
+
+
+def positive_number(cell: str) -> bool:
+    """Whether a cell holds a measured quantity, a finite positive number (a row without one is a point
+    to measure again on resuming: its loader rejects it)."""
+    try:
+        return math.isfinite(value := float(cell)) and value > 0
+    except ValueError:
+        return False
 
 
 def check_same(out: Path, settings: Mapping[str, tuple[object, Iterable[str]]]) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from preflight.data.cluster import cluster, fleet, fleet_size
 from preflight.data.collect import energy, host, timing
-from preflight.data.collect.csvlog import append, check_same, open_log
+from preflight.data.collect.csvlog import append, check_same, open_log, positive_number
 from preflight.data.errors import UsageError
 from preflight.data.sources.local_gemm import COLUMNS, SOURCE, read_device, side_file
 from preflight.data.store import atomic_write_bytes
@@ -187,12 +187,13 @@ def sweep(points: int, seed: int, dtypes: Sequence[str], dims: Sequence[int] = D
 
 
 def _measured_keys(out: Path, device_id: str, seed: int) -> set[tuple[str, ...]]:
-    """The key cells of the points ``out`` already holds (after repairing a torn last line); refuses a
-    file of another device or of another seed's sweep."""
+    """The key cells of the points ``out`` already holds with a runtime (after repairing a torn last
+    line): a row whose runtime is missing or not positive, which the loader rejects, is measured again.
+    Refuses a file of another device or of another seed's sweep."""
     rows = open_log(out, COLUMNS, SOURCE)
     devices = [row["device"] for row in rows] + ([read_device(out).id] if side_file(out).exists() else [])
     check_same(out, {"device": (device_id, devices), "seed": (seed, _recorded_seed(out))})
-    return {tuple(row[c] for c in _KEY_COLUMNS) for row in rows}
+    return {tuple(row[c] for c in _KEY_COLUMNS) for row in rows if positive_number(row["runtime_ms"])}
 
 
 def _recorded_seed(out: Path) -> list[str]:

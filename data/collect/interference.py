@@ -53,7 +53,7 @@ from itertools import cycle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preflight.data.collect.csvlog import append, check_same, open_log
+from preflight.data.collect.csvlog import append, check_same, open_log, positive_number
 from preflight.data.errors import PreflightError, UsageError
 
 if TYPE_CHECKING:
@@ -144,7 +144,8 @@ def collect_interference(
     setup = Setup(seed, float(seconds), host_name(), backend, out.parent.resolve(), llc_bytes(), perf_works())
     rows = open_log(out, COLUMNS, SOURCE)
     _check_same_plan(out, rows, setup)
-    done, solo = {row["run"] for row in rows}, _first_solo(rows)
+    measured = [row for row in rows if positive_number(row["seconds"])]  # the loader rejects the rest
+    done, solo = {row["run"] for row in measured}, _first_solo(measured)
     runs = [run for run in plan(seed) if run.workload in workloads]
     summary = CollectSummary(out, measured=0, skipped_existing=0, stopped_early=False)
     started = time.monotonic()

@@ -73,6 +73,18 @@ def test_a_torn_last_line_is_repaired_on_the_next_run(tmp_path):
     assert len(loaded.rows) == 4 and len(loaded.rejects) == 0
 
 
+def test_a_row_without_a_runtime_is_measured_again(tmp_path):
+    out = tmp_path / "gemm.csv"
+    collect(out, 3)
+    raw = pd.read_csv(out, dtype=str, keep_default_na=False)
+    raw.loc[1, "runtime_ms"] = "nan"  # a cell a hand edit or a failed timing could leave
+    raw.to_csv(out, index=False)
+    summary = collect(out, 3)
+    assert (summary.measured, summary.skipped_existing) == (1, 2)
+    loaded = local_gemm.load(out)
+    assert len(loaded.rows) == 3 and loaded.reject_counts() == {"runtime_ms missing or not a number": 1}
+
+
 def test_points_slower_than_the_budget_are_skipped_and_not_recorded(tmp_path):
     out = tmp_path / "gemm.csv"
     summary = collect(out, 4, max_seconds_per_point=1e-9)

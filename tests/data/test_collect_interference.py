@@ -119,6 +119,17 @@ def test_a_torn_last_line_is_repaired_and_its_run_measured_again(compute_runs, t
     assert len(local_interference.load(out).rejects) == 0
 
 
+def test_a_run_without_a_duration_is_measured_again(compute_runs, tmp_path):
+    out = tmp_path / "edited.csv"
+    table = pd.read_csv(compute_runs.path, dtype=str, keep_default_na=False)
+    table.loc[3, "seconds"] = ""  # a cell a hand edit could leave: the loader rejects the row
+    table.to_csv(out, index=False)
+    summary = collect_interference(out, seconds=SECONDS, workloads=["compute"], progress=False)
+    assert (summary.measured, summary.skipped_existing) == (1, 13)
+    loaded = local_interference.load(out)
+    assert len(loaded.rows) == 14 and loaded.reject_counts() == {"no measured duration": 1}
+
+
 def test_bad_options_are_usage_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
     runner = CliRunner()
