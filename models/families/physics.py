@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -345,6 +346,13 @@ def bounded(unit: Unit, shift: float) -> Unit:
         log_eta_m=min(0.0, unit.log_eta_m + unit.ramp * moved),
         moved=moved,
     )
+
+
+def predicts_better(left_out: Sequence[float], current: Sequence[float]) -> bool:
+    """Whether a fit to a device's measurements predicts each one left out (its absolute log errors,
+    ``left_out``) better than the current parameters predict them (``current``): the guard that keeps
+    a few noisy shots from making a device's answers worse than none."""
+    return bool(np.median(left_out) < np.median(current))
 
 
 def _power_cap(slope: float, saturation: float, headroom: np.ndarray | pd.Series) -> np.ndarray:
@@ -804,7 +812,7 @@ class PhysicsFamily:
                 continue
             start = float(np.mean(params[rows, OVERLAP]))
             left_out = [abs(log_error(np.array([i]), fit(rows[rows != i], start))[0]) for i in rows]
-            if np.median(left_out) < np.median(np.abs(log_error(rows))):
+            if predicts_better(left_out, np.abs(log_error(rows))):
                 out[str(device)] = fit(rows, start)
         return out
 
@@ -874,7 +882,7 @@ class PhysicsFamily:
             return abs(np.log(y[i]) - law(compute[[i]], memory[[i]], theta, log_g[[i]])[0])
 
         left_out = [error(fit(rows & (np.arange(len(rows)) != i)), int(i)) for i in at]
-        return posterior if np.median(left_out) < np.median([error(prior, int(i)) for i in at]) else prior
+        return posterior if predicts_better(left_out, [error(prior, int(i)) for i in at]) else prior
 
     # saving --------------------------------------------------------------------------------------------
 
