@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
+from scipy.special import expit, logit
 
 
 class Scale:
@@ -105,7 +105,7 @@ class Logit(Scale):
         return (values > 0) & (values < 1)
 
     def to_scale(self, y: np.ndarray) -> np.ndarray:
-        return np.log(y) - np.log1p(-y)
+        return logit(y)
 
     def from_scale(self, z: np.ndarray) -> np.ndarray:
         return expit(z)

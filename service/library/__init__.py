@@ -84,6 +84,13 @@ __all__ = [
 ]
 __version__ = _version("preflight")
 log = logging.getLogger("preflight")
+
+
+def __dir__() -> list[str]:
+    """The public API and the subpackages, as a notebook's tab completion lists them (not the imports)."""
+    return sorted([*__all__, "data", "features", "models", "service"])
+
+
 #: Rows a source is sampled down to for a report: a grouped cross-validation refits the family per fold.
 REPORT_ROWS = 1000
 #: Rows ``score`` reads, estimates and writes at a time (memory follows it), and bytes of CSV per block.
@@ -347,6 +354,7 @@ def evaluate(
         if source is None:
             raise UsageError("--train and --test need --source (the layout their files are in)")
         train_rows, test_rows = (_loaded(source, Path(file), config, known) for file in (train, test))
+        _warn_of_shared_rows(train_rows, test_rows)
         return analysis.train_tested(
             spec, train_rows, test_rows, known, family, split, source,
             seed=seed, shots=shots, coverage=coverage, params=params,
@@ -380,6 +388,18 @@ def _loaded(source: str, file: Path, config: Settings, known: Catalogue) -> pd.D
     from preflight.models.core.datasets import load_source
 
     return load_source(source, file, config, known, store=False)[0]
+
+
+def _warn_of_shared_rows(train: pd.DataFrame, test: pd.DataFrame) -> None:
+    """Log how many test rows the training rows hold too (same cells): their figures are in-sample."""
+    import pandas as pd
+
+    seen = set(pd.util.hash_pandas_object(train.astype(str), index=False))
+    shared = int(pd.util.hash_pandas_object(test.astype(str), index=False).isin(seen).sum())
+    if shared:
+        log.warning(
+            "%d of %d test rows are also training rows: their figures are in-sample", shared, len(test)
+        )
 
 
 def _chosen_files(

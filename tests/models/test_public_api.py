@@ -19,6 +19,12 @@ from tests.client import api_client
 H100_PCIE = {"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "device": "NVIDIA H100 PCIe"}
 
 
+def test_dir_lists_the_public_api_not_the_imports():
+    listed = dir(preflight)
+    assert set(preflight.__all__) <= set(listed) and "models" in listed
+    assert not {"json", "Path", "log", "functools"} & set(listed)
+
+
 def test_tasks_name_their_families_and_splits():
     found = {t.name: t for t in preflight.tasks()}
     assert set(found) == {t.name for t in all_tasks()}

@@ -55,6 +55,16 @@ def test_evaluate_json_contract_with_train_and_test_files(tmp_path, monkeypatch,
     assert report["n_train"] == 150 and report["n_test"] == 30
     assert "test.csv: 1 of 41 rows rejected" in caplog.text
     assert "mean" in report["metrics"]["runtime_ms"] and report["baseline"]["name"] == "roofline"
+    assert "training rows" not in caplog.text
+
+
+def test_evaluate_says_when_test_rows_are_training_rows(tmp_path, monkeypatch, catalogue, caplog):
+    monkeypatch.setenv("PREFLIGHT_HOME", str(tmp_path / "home"))
+    rows = synthetic_gemm(60, seed=1, devices=("NV_P100", "NV_M40"), catalogue=catalogue)
+    train = deepbench_layout(rows, tmp_path / "train.csv")
+    test = deepbench_layout(rows.iloc[40:], tmp_path / "test.csv")
+    evaluate_files("gemm", "deepbench", train, test)
+    assert "20 of 20 test rows are also training rows: their figures are in-sample" in caplog.text
 
 
 def test_errors_exit_1_or_2_with_the_error_type(tmp_path, monkeypatch):
