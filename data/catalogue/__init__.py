@@ -56,10 +56,11 @@ _NOISE_WORDS = {
     "the",
 }
 _RELAXED_WORDS = re.compile(r"^(\d+gb|sxm\d*|pcie|hbm\d*e?|nvl|oam|smx)$")
-#: Where a device lacks a native peak for a dtype, the dtype whose units do the work instead.
+#: Where a device lacks a native peak for a dtype, the dtype whose units do the work instead: bf16
+#: without bf16 units is widened to fp32 and multiplied there (a V100's fp16 tensor cores cannot take it).
 _PEAK_FALLBACK = {
     Dtype.tf32: Dtype.fp32,
-    Dtype.bf16: Dtype.fp16,
+    Dtype.bf16: Dtype.fp32,
     Dtype.fp16: Dtype.fp32,
     Dtype.fp8: Dtype.fp16,
     Dtype.int8: Dtype.fp32,

@@ -102,6 +102,9 @@ def test_peak_falls_back_to_the_units_that_do_the_work(catalogue):
     m40 = catalogue.resolve("NV_M40")
     peak, fallback = m40.peak(Dtype.bf16)
     assert fallback and peak > 0
+    v100 = catalogue.resolve("Tesla V100-PCIE-32GB")  # fp16 tensor cores, no bf16 units: fp32 does it
+    assert v100.peak(Dtype.bf16) == (v100.peak_tflops[Dtype.fp32], True)
+    assert v100.peak(Dtype.fp16) == (v100.peak_tflops[Dtype.fp16], False)
 
 
 def test_registered_devices_persist(tmp_path):
