@@ -147,11 +147,12 @@ def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.nd
 
 
 def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
-    """Whether each row's GEMM runs on matrix units (1.0): a low-precision dtype with a native peak, or
-    fp64 with a GEMM peak of its own, on a GPU of a tensor-core generation."""
+    """Whether each row's GEMM runs on matrix units (1.0): a low-precision dtype with a native peak (its
+    own, or that of the dtype it falls back to), or fp64 with a GEMM peak of its own, on a GPU of a
+    tensor-core generation."""
 
     def runs_on_matrix_units(spec: DeviceSpec, dtype: Dtype) -> tuple[float]:
-        architecture = (spec.architecture or "").lower()
+        architecture, dtype = (spec.architecture or "").lower(), spec.working_dtype(dtype)
         matrix_dtype = (dtype in MATRIX_DTYPES and dtype in spec.peak_tflops) or (
             dtype == Dtype.fp64 and dtype in spec.gemm_peak_tflops
         )

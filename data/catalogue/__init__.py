@@ -190,13 +190,24 @@ class DeviceSpec(BaseModel):
         scale = 1 / 32 if dtype == Dtype.fp64 and fallback else 1.0  # fp64 emulated: ~1/32 rate
         return self.peak_tflops[want] * scale, fallback
 
+    def working_dtype(self, dtype: Dtype) -> Dtype:
+        """The dtype whose units run a GEMM in ``dtype``: its own where the sheet gives its peak, else the
+        first of its fallbacks that the sheet gives (fp8 on an A10: its fp16 tensor cores)."""
+        want = Dtype(dtype)
+        while want not in self.gemm_peak_tflops and want not in self.peak_tflops and want in _PEAK_FALLBACK:
+            want = _PEAK_FALLBACK[want]
+        return want
+
     def gemm_peak(self, dtype: Dtype) -> tuple[float, bool]:
         """Peak TFLOP/s of one dense GEMM in a dtype (``gemm_peak_tflops`` where given; one die's share
-        on a multi-die board), and whether it came from a fallback dtype."""
-        if Dtype(dtype) in self.gemm_peak_tflops:
-            peak, fallback = self.gemm_peak_tflops[Dtype(dtype)], False
-        else:
+        on a multi-die board), and whether it came from a fallback dtype, whose GEMM rate it then is (fp8
+        on a Pascal GeForce runs as its fp16 GEMMs do, at the fp32 rate, not at fp16's native 1/64)."""
+        want = self.working_dtype(dtype)
+        if want not in self.gemm_peak_tflops:
             peak, fallback = self.peak(dtype)
+        else:
+            fallback = want != Dtype(dtype)
+            peak = self.gemm_peak_tflops[want] / (32 if dtype == Dtype.fp64 and fallback else 1)
         return peak / (self.dies or 1), fallback
 
 

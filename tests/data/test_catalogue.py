@@ -107,6 +107,16 @@ def test_peak_falls_back_to_the_units_that_do_the_work(catalogue):
     assert v100.peak(Dtype.fp16) == (v100.peak_tflops[Dtype.fp16], False)
 
 
+def test_a_fallback_dtype_runs_at_the_gemm_rate_of_the_dtype_doing_the_work(catalogue):
+    gtx1080 = catalogue.resolve("NVIDIA GeForce GTX 1080")  # fp16 GEMMs at the fp32 rate, not 1/64
+    assert gtx1080.gemm_peak(Dtype.fp8) == (gtx1080.gemm_peak_tflops[Dtype.fp16], True)
+    a10 = catalogue.resolve("NVIDIA A10")  # no fp8 units: its fp16 tensor cores do it
+    assert (
+        a10.working_dtype(Dtype.fp8) == Dtype.fp16
+        and a10.gemm_peak(Dtype.fp8)[0] == a10.peak_tflops[Dtype.fp16]
+    )
+
+
 def test_registered_devices_persist(tmp_path):
     user_file = tmp_path / "devices.json"
     spec = DeviceSpec(

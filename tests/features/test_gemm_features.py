@@ -143,3 +143,11 @@ def test_no_shipped_gpu_measurement_beats_its_roofline(source, tmp_path):
     achieved = (rows["runtime_ms"].to_numpy() / features.reference["runtime_ms"].to_numpy())[gpu]
     assert gpu.sum() > 0
     assert achieved.min() >= BOOST_MARGIN, f"{(achieved < BOOST_MARGIN).sum()} rows beat the roofline"
+
+
+def test_a_dtype_without_units_runs_on_those_of_its_fallback(catalogue):
+    def matrix(device: str) -> float:
+        return gemm.gemm_on_device(rows(dtype="fp8", device=device), catalogue).meta["matrix_units"][0]
+
+    assert matrix("NVIDIA A10") == 1.0  # fp8 on Ampere: its fp16 tensor cores
+    assert matrix("NVIDIA GeForce GTX 1080") == 0.0  # on Pascal: its vector units
