@@ -101,6 +101,12 @@ SHAPE_MONOTONE = {
 #: correction from its shots leaves them out (the shape term, learned from thousands of rows, reads
 #: them), so that a corrected unit is never less efficient for a larger GEMM either.
 GROWING_WITHOUT_DIRECTION = ("bound_by_compute", "library_tile_m_log2", "library_tile_n_log2")
+#: The most the shape term slows a GEMM's work past its bound, on the log scale (g^ramp ≥ e^-6, about
+#: 1/400): no GEMM on the shipped data with a bound of 1 µs or more was slowed past e^5.7. Below, the
+#: time is latency, which the floor carries; read as a shape term it taught g ≈ e^-15 to e^-60, which a
+#: device with a faster roofline turned into milliseconds (a 16³ fp32 GEMM on an RTX 4090 at 2.4 ms, its
+#: 256³ at 31 µs; docs/BENCHMARKS.md, issue 24, fourteenth session).
+MAX_LOG_SLOWDOWN = 6.0
 #: The norm that joins compute and memory time: a smooth max, never below the max.
 NORM = 8.0
 #: A matrix unit's large-GEMM efficiency of its dense peak with no power cap (cuBLAS on A100/H100-class
@@ -514,7 +520,8 @@ class PhysicsFamily:
         no_floor = unit.copy()
         no_floor[:, 2] = -np.inf
         log_bound = law(compute, memory, no_floor, np.zeros(len(y)))
-        log_g = (log_bound - log_work(np.log(y), unit)) / np.exp(unit[:, 3])
+        log_slowdown = np.maximum(log_bound - log_work(np.log(y), unit), -MAX_LOG_SLOWDOWN)
+        log_g = log_slowdown / np.exp(unit[:, 3])
         trees = {}
         for group, (rows, excluded) in _shape_trees(shape_group(features.meta)).items():
             gpu = group != "other"
@@ -723,8 +730,9 @@ class PhysicsFamily:
 
     def _log_g(self, raw: np.ndarray, params: np.ndarray) -> np.ndarray:
         """Each row's shape term before its unit's ramp, log g ≤ 0, from the trees' output (``raw``) and
-        its unit's parameters (``parameters``)."""
-        return np.minimum(0.0, raw - params[:, LAW_PARAMETERS + 1])
+        its unit's parameters (``parameters``), slowing no GEMM more than ``MAX_LOG_SLOWDOWN``."""
+        least = -MAX_LOG_SLOWDOWN / np.exp(params[:, 3])
+        return np.clip(raw - params[:, LAW_PARAMETERS + 1], least, 0.0)
 
     def _log_time(self, features: Features, raw: np.ndarray) -> np.ndarray:
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
