@@ -88,6 +88,11 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
     bandwidth = spec["memory_bandwidth_gbs"] * 1e9
     traffic = table["bytes_moved"].to_numpy(dtype=float)
     roofline = np.maximum(table["flops"].to_numpy(dtype=float) / peak, traffic / bandwidth) * 1e3
+    # no kernel runs faster than its launch, as a GEMM's reference has it: learned over its bare
+    # roofline, a tiny elementwise kernel was 74x it at batch 1 and 9x at batch 2, and whole models got
+    # faster as their batch doubled (docs/BENCHMARKS.md, issue 24, fourteenth session)
+    floor = np.array([gemm_features.LAUNCH_FLOOR_MS.get(s.kind, 0.0) for s in specs])
+    roofline = np.maximum(roofline, floor)
     X = pd.DataFrame(
         {
             "kind": table["kind"].map(KIND_CODES).to_numpy(dtype=float),

@@ -46,6 +46,17 @@ def test_a_trace_becomes_timed_parts_that_sum_to_its_roofline(traces, catalogue)
     assert backward_owners == set(np.flatnonzero(train))  # backward parts only in training runs
 
 
+def test_no_part_on_a_gpu_is_faster_than_a_launch(catalogue):
+    """A part's reference is at least a launch per kernel, as a GEMM's is: over a bare roofline of
+    nanoseconds, a tiny kernel's time was learned as a ratio that fell faster than its work grew."""
+    from preflight.features.gemm import LAUNCH_FLOOR_MS
+
+    item = {"model": "bert_large", "batch": 1, "seq": 8, "mode": "inf", "dtype": "fp16", "device": "H100"}
+    rows = TASK.items_to_rows([ModelLatencyItem.model_validate(item)])
+    reference = features_of.model_on_device(rows, catalogue).parts.frame[features_of.PART_REFERENCE]
+    assert reference.min() >= LAUNCH_FLOOR_MS["gpu"]
+
+
 def test_a_gemm_part_carries_its_boards_power_headroom(traces, catalogue):
     _, rows = traces
     parts = features_of.model_on_device(rows, catalogue).parts
