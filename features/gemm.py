@@ -161,6 +161,11 @@ def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype:
     return _per_device_dtype(specs, device_index, math_dtype, runs_on_matrix_units)[:, 0]
 
 
+def launch_floor_ms(kinds: np.ndarray) -> np.ndarray:
+    """Each row's least kernel time by its device's kind (``LAUNCH_FLOOR_MS``; 0 for a kind without)."""
+    return _each(kinds, lambda kind: LAUNCH_FLOOR_MS.get(kind, 0.0), float)
+
+
 def power_headroom_log2(
     tdp_w: np.ndarray,
     peak_tflops: np.ndarray,
@@ -269,7 +274,7 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             **{f"kernel_{name}": v for name, v in _tiling(kernel, element_bytes).items()},
         }
     )
-    limit_ms = np.maximum(roofline_ms, _each(kinds, lambda kind: LAUNCH_FLOOR_MS.get(kind, 0.0), float))
+    limit_ms = np.maximum(roofline_ms, launch_floor_ms(kinds))
     reference = pd.DataFrame(
         {"runtime_ms": limit_ms, "power_w": spec["tdp_w"], "energy_j": roofline_ms * spec["tdp_w"] / 1e3}
     )

@@ -91,8 +91,9 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
     # no kernel runs faster than its launch, as a GEMM's reference has it: learned over its bare
     # roofline, a tiny elementwise kernel was 74x it at batch 1 and 9x at batch 2, and whole models got
     # faster as their batch doubled (docs/BENCHMARKS.md, issue 24, fourteenth session)
-    floor = np.array([gemm_features.LAUNCH_FLOOR_MS.get(s.kind, 0.0) for s in specs])
-    roofline = np.maximum(roofline, floor)
+    roofline = np.maximum(
+        roofline, gemm_features.launch_floor_ms(np.array([s.kind for s in specs], dtype=object))
+    )
     X = pd.DataFrame(
         {
             "kind": table["kind"].map(KIND_CODES).to_numpy(dtype=float),

@@ -12,7 +12,7 @@ import pytest
 from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
-from preflight.models.core.datasets import available_sources, load_source
+from preflight.models.core.datasets import available_sources, task_data
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
 from preflight.models.families.physics import PhysicsFamily, law, law_gradient
@@ -112,14 +112,8 @@ CONTAINED = 3.0
 def champion() -> tuple[Predictor, Catalogue]:
     """The family as the embedded default trains it, on every shipped source (the Hopper sweeps' tiny
     tensor-core GEMMs among them), and a catalogue with the devices that travel with them."""
-    catalogue, shipped = Catalogue.load(), available_sources(GEMM, Settings(datasets=None))
-    rows = pd.concat(
-        [
-            GEMM.rows(load_source(s, path, Settings(), catalogue, store=False)[0])
-            for s, path in shipped.items()
-        ],
-        ignore_index=True,
-    )
+    catalogue, settings = Catalogue.load(), Settings(datasets=None)
+    rows = task_data(GEMM, settings, catalogue, available_sources(GEMM, settings), store=False).rows
     features = GEMM.featurize(rows, catalogue)
     groups = GEMM.group_values(features.meta, GEMM.group_key)
     return Predictor(GEMM, "physics").fit(features, GEMM.target_frame(rows), groups), catalogue
