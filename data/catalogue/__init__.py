@@ -187,8 +187,7 @@ class DeviceSpec(BaseModel):
         want, fallback = Dtype(dtype), False
         while want not in self.peak_tflops:
             want, fallback = _PEAK_FALLBACK[want], True
-        scale = 1 / 32 if dtype == Dtype.fp64 and fallback else 1.0  # fp64 emulated: ~1/32 rate
-        return self.peak_tflops[want] * scale, fallback
+        return self.peak_tflops[want] * _share_of_peak(dtype, want), fallback
 
     def working_dtype(self, dtype: Dtype) -> Dtype:
         """The dtype whose units run a GEMM in ``dtype``: its own where the sheet gives its peak, else the
@@ -206,9 +205,14 @@ class DeviceSpec(BaseModel):
         if want not in self.gemm_peak_tflops:
             peak, fallback = self.peak(dtype)
         else:
-            fallback = want != Dtype(dtype)
-            peak = self.gemm_peak_tflops[want] / (32 if dtype == Dtype.fp64 and fallback else 1)
+            peak, fallback = self.gemm_peak_tflops[want] * _share_of_peak(dtype, want), want != Dtype(dtype)
         return peak / (self.dies or 1), fallback
+
+
+def _share_of_peak(dtype: Dtype, working: Dtype) -> float:
+    """The share of the ``working`` dtype's peak a GEMM in ``dtype`` reaches: fp64 emulated on other
+    units about 1/32, any other dtype all of it."""
+    return 1 / 32 if Dtype(dtype) == Dtype.fp64 and Dtype(working) != Dtype.fp64 else 1.0
 
 
 @cache
