@@ -92,7 +92,8 @@ class Action:
     """One question of a task: ``answer(served, request) -> response`` (its docstring documents the
     route and the command), ``request`` and ``response`` its pydantic models, ``path`` its HTTP route
     (``POST``), ``name`` its command and the Python API's name for it, ``examples`` requests shown in
-    the OpenAPI document (name -> summary and value)."""
+    the OpenAPI document (name -> summary and value), ``safe`` a read-only question whose request's
+    fields are all scalars: mounted as ``GET path?field=value`` too."""
 
     name: str
     path: str
@@ -100,6 +101,7 @@ class Action:
     response: type[BaseModel]
     answer: Callable[[Served, Any], BaseModel]
     examples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    safe: bool = False
 
     def __post_init__(self) -> None:
         if "model" not in self.response.model_fields:

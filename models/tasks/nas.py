@@ -108,6 +108,7 @@ register(
                 examples={
                     "nb201": {"summary": "ten NAS-Bench-201 cells", "value": {"space": "nb201", "k": 10}}
                 },
+                safe=True,  # GET /v1/nas-latency/reference-archs?k=10
             ),
         ),
         select=measured_latency,

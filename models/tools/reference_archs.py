@@ -15,7 +15,7 @@ MAX_CANDIDATES = 2_000
 
 
 class ReferenceArchsRequest(BaseModel):
-    space: str = Field(description="the search space, as items name it (nb201, fbnet...)")
+    space: str = Field("nb201", description="the search space, as items name it (nb201, fbnet...)")
     k: StrictInt = Field(10, ge=1, le=100, description="how many architectures will be measured")
 
 

@@ -237,3 +237,17 @@ def test_the_architectures_to_measure_on_a_new_device(client):
     wrong = client.post("/v1/nas-latency/reference-archs", json={"space": "darts", "k": 5})
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"][-1] == "space"
     assert "nb201" in wrong.json()["detail"][0]["msg"]
+
+
+def test_the_architectures_to_measure_by_get_are_the_posts(client):
+    """``GET ?k=10`` (a read-only question, its fields as query parameters, the space NAS-Bench-201 by
+    default) answers as the POST does; a bad parameter is a 422 under ``query``."""
+    posted = client.post("/v1/nas-latency/reference-archs", json={"space": "nb201", "k": 4}).json()
+    got = client.get("/v1/nas-latency/reference-archs?k=4")
+    assert got.status_code == 200, got.text
+    assert got.json() == posted
+    for query, field in (("k=1.5", "k"), ("k=0", "k"), ("space=darts", "space")):
+        bad = client.get(f"/v1/nas-latency/reference-archs?{query}")
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", field], bad.text
+    parameters = client.get("/openapi.json").json()["paths"]["/v1/nas-latency/reference-archs"]["get"]
+    assert {p["name"] for p in parameters["parameters"]} == {"space", "k"}
