@@ -130,6 +130,15 @@ def _peaks(
     return peaks[:, 0], peaks[:, 1]
 
 
+def _working_dtypes(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
+    """Each row's working dtype (``DeviceSpec.working_dtype``): the dtype whose units run its GEMM (fp32 for
+    a tf32 GEMM on a V100)."""
+    codes = _per_device_dtype(
+        specs, device_index, math_dtype, lambda spec, dtype: (_DTYPE_CODES[spec.working_dtype(dtype).value],)
+    )
+    return np.array([d.value for d in Dtype], dtype=object)[codes[:, 0].astype(int)]
+
+
 def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> np.ndarray:
     """``function`` of each row's value, called once per distinct value."""
     index, distinct = pd.factorize(values, use_na_sentinel=False)
@@ -294,6 +303,7 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             "matrix_units": matrix,
             HEADROOM: power_headroom_log2(spec["tdp_w"], peak / 1e12, vector_peak, spec["year"], matrix),
             "math_dtype": math_dtype,
+            "working_dtype": _working_dtypes(specs, device_index, math_dtype),
         }
     )
     return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)

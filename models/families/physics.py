@@ -56,8 +56,9 @@ from preflight.models.families.tree import TreeFamily
 from scipy.optimize import least_squares, minimize_scalar
 from scipy.special import expit
 
-#: Meta columns the law reads (the GEMM featurizer's).
-COMPUTE, MEMORY, MATRIX = "compute_ms", "memory_ms", "matrix_units"
+#: Meta columns the law reads (the GEMM featurizer's); a unit is a device's units of one working dtype
+#: (``WORKING``: a tf32 GEMM on a V100 runs on its fp32 units, and is that unit).
+COMPUTE, MEMORY, MATRIX, WORKING = "compute_ms", "memory_ms", "matrix_units", "working_dtype"
 #: ``X`` columns no shape term reads: device identity it could memorise instead of shape.
 DEVICE_COLUMNS = ("ridge_log2", "vendor", "peak_is_fallback")
 #: Columns a GPU's shape term leaves out besides: the dtype, which the units' parameters carry (a
@@ -184,8 +185,8 @@ class Unit:
 
 
 def units(meta: pd.DataFrame) -> np.ndarray:
-    """Each row's unit key, ``device/dtype``."""
-    return (meta["device_id"].astype(str) + "/" + meta["math_dtype"].astype(str)).to_numpy()
+    """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``)."""
+    return (meta["device_id"].astype(str) + "/" + meta[WORKING].astype(str)).to_numpy()
 
 
 def shape_group(meta: pd.DataFrame) -> np.ndarray:
@@ -610,7 +611,7 @@ class PhysicsFamily:
             .groupby("unit", sort=True)
             .agg(
                 kind=("device_kind", "first"),
-                dtype=("math_dtype", "first"),
+                dtype=(WORKING, "first"),
                 matrix=(MATRIX, "first"),
                 headroom=(HEADROOM, "first"),
                 library=("stratum", lambda s: bool(s.str.contains(".library", regex=False).mean() > 0.5)),
@@ -656,7 +657,7 @@ class PhysicsFamily:
         adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
         units) moved by the measured deviation of the same device's, or else the same architecture's,
         units of its class (vector or matrix), then bounded."""
-        index, first = distinct_rows(*(meta[c].to_numpy() for c in ("device_id", "math_dtype")))
+        index, first = distinct_rows(*(meta[c].to_numpy() for c in ("device_id", WORKING)))
         head = meta.iloc[first]
         distinct = units(head)
         prior, trees = self._prior(head), self._tree_names(head)
@@ -697,7 +698,7 @@ class PhysicsFamily:
             key: {
                 "device": str(row["device_id"]),
                 "architecture": str(row["architecture"]),
-                "dtype": str(row["math_dtype"]),
+                "dtype": str(row[WORKING]),
                 "matrix": float(row[MATRIX]),
                 "deviation": (raw(fitted[key]) - prior[i, :LAW_PARAMETERS]).tolist(),
             }
@@ -712,7 +713,7 @@ class PhysicsFamily:
         same dtype, else in any dtype (``SAME_ARCHITECTURE_SHARE``; an H100's fp64 from the H200's fp64,
         not from the mean of its fp16, tf32 and fp64). A user's measurements move their own device only."""
         same_class = float(row[MATRIX])
-        device, architecture, dtype = (str(row[c]) for c in ("device_id", "architecture", "math_dtype"))
+        device, architecture, dtype = (str(row[c]) for c in ("device_id", "architecture", WORKING))
         sources = (
             (SAME_DEVICE_SHARE, self.measured_ | self.adapted_measured_, {"device": device}),
             (SAME_ARCHITECTURE_SHARE, self.measured_, {"architecture": architecture, "dtype": dtype}),
