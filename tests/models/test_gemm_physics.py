@@ -133,6 +133,31 @@ def test_a_gemm_is_never_far_slower_than_a_larger_one_that_contains_it(champion)
     assert (contained <= CONTAINED).all(), contained.sort_values().tail()
 
 
+def test_a_device_with_matrix_units_runs_fp16_no_slower_than_tf32_nor_tf32_than_fp32(champion):
+    """On every device of the catalogue, whatever its kind, whose sheet puts fp16 on matrix units, a large
+    fp16 GEMM is no slower than the same GEMM in tf32, and tf32 no slower than fp32. The Jetson AGX Orin,
+    read as a phone while its sheet described its GPU, ran fp16 at 13.3 ms and tf32 at 8.5 ms (4096³)."""
+    predictor, catalogue = champion
+    devices = [d.id for d in catalogue if d.peak_tflops and d.memory_bandwidth_gbs]
+    items = pd.DataFrame(
+        [
+            {"m": s, "n": s, "k": s, "dtype": t, "device": d, "trans_a": False, "trans_b": False}
+            for d in devices
+            for t in ("fp32", "tf32", "fp16")
+            for s in (4096, 8192)
+        ]
+    )
+    features, estimates = _estimates(predictor, catalogue, items)
+    table = items.assign(
+        ms=estimates.value["runtime_ms"].to_numpy(), matrix=features.meta["matrix_units"].to_numpy()
+    )
+    fp16_on_matrix = table[(table.dtype == "fp16") & (table.matrix > 0)].device.unique()
+    assert "nvidia-jetson-agx-orin-64gb" in fp16_on_matrix
+    ms = table[table.device.isin(fp16_on_matrix)].pivot_table("ms", ["device", "m"], "dtype")
+    assert (ms.fp16 <= ms.tf32 * 1.001).all(), ms[ms.fp16 > ms.tf32]
+    assert (ms.tf32 <= ms.fp32 * 1.001).all(), ms[ms.tf32 > ms.fp32]
+
+
 def test_a_tensor_core_gemm_is_tens_of_percent_off_its_peak(predictor, catalogue):
     """The matrix-unit prior (no public row measures one): an H100 SXM's 4096³ fp16 within 0.19-0.3 ms
     (the shipped H100 sweep's fp16 GEMMs of the same 137 GFLOP took 0.19-0.21 ms), its 0.9 interval no

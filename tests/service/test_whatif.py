@@ -173,4 +173,4 @@ def test_a_what_if_past_the_estimate_budget_is_refused_before_any_work(client):
     workload = {"task": "gemm", "items": [ITEMS[0]] * 10_000}
     answer = client.post("/v1/whatif", json={"workload": workload, "devices": "all"})
     assert answer.status_code == 422
-    assert "units of work (43 devices each), more than the 100,000" in answer.json()["detail"]
+    assert "units of work (44 devices each), more than the 100,000" in answer.json()["detail"]
