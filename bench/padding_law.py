@@ -52,7 +52,8 @@ def sweep(predictor: Predictor, catalogue: Catalogue, axis: str) -> pd.DataFrame
     items["ms"] = predictor.predict(features, 0.9).value["runtime_ms"].to_numpy()
     worst = []
     for (device, dtype), group in items.groupby(["device", "dtype"]):
-        ms = group.sort_values(axis)["ms"].to_numpy()
+        ordered = group.sort_values(axis)
+        ms = ordered["ms"].to_numpy()
         fastest_larger = np.minimum.accumulate(ms[::-1])[::-1]
         at = int(np.argmax(ms / fastest_larger))
         worst.append(
@@ -61,7 +62,7 @@ def sweep(predictor: Predictor, catalogue: Catalogue, axis: str) -> pd.DataFrame
                 "device": device,
                 "dtype": dtype,
                 "worst": float(ms[at] / fastest_larger[at]),
-                "at": int(group.sort_values(axis)[axis].iloc[at]),
+                "at": int(ordered[axis].iloc[at]),
             }
         )
     return pd.DataFrame(worst)
