@@ -27,7 +27,9 @@ GEMMs, under the same power roofline. Its ramp is the median of the measured uni
 (the vector units of its kind, or the matrix units; 1 where none was measured), its overlap the
 median of the measured GPU units' on a GPU (a harness nobody described) and 1 elsewhere. A unit that
 was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
-``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured).
+``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured),
+and departs from the shape term where its architecture's measured units of its dtype depart, at that share
+(``_architecture_corrections``: the same silicon runs the same library kernels).
 
 ``adapt`` gives a measured GPU the overlap its shots say, pooled over its dtypes (the harness that
 timed them is the same for all), updates the parameters of measured units only (the same MAP fit, with
@@ -51,7 +53,7 @@ from preflight.data.errors import DataError
 from preflight.features import Features, among, bare, distinct_rows, rows_of_each
 from preflight.features.gemm import HEADROOM, LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
-from preflight.models.families._shape_correction import MIN_SHOTS, Anchor, log_correction
+from preflight.models.families._shape_correction import ANCHOR_ROWS, MIN_SHOTS, Anchor, log_correction
 from preflight.models.families.tree import TreeFamily
 from scipy.optimize import least_squares, minimize_scalar
 from scipy.special import expit
@@ -448,13 +450,39 @@ class PhysicsFamily:
         self.adapted_measured_: dict[str, dict] = {}
         self.harness_: dict[str, float] = {}
         self.moved_: set[str] = set()
+        self.architecture_corrections_: dict[tuple[str, str], TreeFamily] = {}
         log_residual = np.log(y) - self._log_time(features, raw)
         self.residual_sigma_ = float(np.sqrt(np.average(log_residual**2, weights=weight)))
         self.anchor_: Anchor | None = Anchor.sample(
             features.X, shape_group(features.meta), log_residual, self.seed
         )
         self.corrections_: dict[str, TreeFamily] = {}
+        self.architecture_corrections_ = self._architecture_corrections(features, log_residual)
         return self
+
+    def _architecture_corrections(
+        self, features: Features, log_residual: np.ndarray
+    ) -> dict[tuple[str, str], TreeFamily]:
+        """Per architecture and working dtype measured in training, where on the shape its units depart
+        from the law (``log_residual`` on the training rows): a correction as a unit's shots learn one,
+        from at most ``ANCHOR_ROWS`` of its rows (seeded). A unit of that architecture nobody measured
+        takes ``SAME_ARCHITECTURE_SHARE`` of it (``_architecture_offsets``), as it takes that share of
+        their parameters' deviation: the same silicon runs the same library kernels (an A100 80GB from
+        the A100 40GB's rows; docs/BENCHMARKS.md, issue 24, sixteenth session)."""
+        meta, groups = features.meta, shape_group(features.meta)
+        rng = np.random.default_rng(self.seed)
+        each = rows_of_each(meta["architecture"].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
+        out = {}
+        for key in sorted(each):
+            rows = each[key]
+            if len(rows) < MIN_SHOTS:
+                continue
+            if len(rows) > ANCHOR_ROWS:
+                rows = np.sort(rng.choice(rows, ANCHOR_ROWS, replace=False))
+            tree = self._correction(str(groups[rows[0]]), features.X.iloc[rows], log_residual[rows])
+            if tree is not None:
+                out[(str(key[0]), str(key[1]))] = tree
+        return out
 
     def _sample(self, features: Features, Y: pd.DataFrame, weight: np.ndarray | None) -> np.ndarray:
         """Usable rows, at most ``max_rows_per_unit`` per unit (seeded)."""
@@ -736,9 +764,33 @@ class PhysicsFamily:
         return np.clip(raw - params[:, LAW_PARAMETERS + 1], least, 0.0)
 
     def _log_time(self, features: Features, raw: np.ndarray) -> np.ndarray:
+        """The law's log time, with the architecture's departure where a unit was not measured in
+        training, never faster than the roofline (the featurizer's reference)."""
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         params = self.parameters(features.meta)
-        return law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(raw, params))
+        log_time = law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(raw, params))
+        offsets = self._architecture_offsets(features)
+        if not offsets.any():
+            return log_time
+        with np.errstate(divide="ignore"):
+            roofline = np.log(features.reference[self.target_name_].to_numpy(float))
+        return np.where(offsets != 0, np.fmax(log_time + offsets, roofline), log_time)
+
+    def _architecture_offsets(self, features: Features) -> np.ndarray:
+        """Each row's log-time departure from the law that its architecture's units measured in
+        training show (``_architecture_corrections``), at ``SAME_ARCHITECTURE_SHARE``, where its own unit
+        was not measured in training; 0 elsewhere."""
+        out = np.zeros(len(features.X))
+        if not self.architecture_corrections_:
+            return out
+        meta = features.meta
+        unmeasured = ~among(units(meta), list(self.units_))
+        each = rows_of_each(meta["architecture"].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
+        for key, rows in each.items():
+            tree, rows = self.architecture_corrections_.get(key), rows[unmeasured[rows]]
+            if tree is not None and len(rows):
+                out[rows] = SAME_ARCHITECTURE_SHARE * log_correction(tree, features.X.iloc[rows])
+        return out
 
     def predict(self, features: Features) -> pd.DataFrame:
         log_time = self._corrected(features, self._log_time(features, self._raw_log_g(features)))
@@ -764,19 +816,22 @@ class PhysicsFamily:
         (``_harness_overlaps``), whose measured units' parameters are updated by the measurements (MAP,
         with their current parameters as the prior), and a unit with ``MIN_SHOTS`` of them corrected
         where on the shape it departs from the shape term (``_shape_correction``); the shape term and
-        every other device are shared unchanged."""
+        every other device are shared unchanged. A unit's architecture's departure (``_log_time``) stays:
+        its parameters are fitted to the shots with it taken out."""
         new = copy.copy(self)
         new.adapted_, new.adapted_measured_, new.moved_ = {}, {}, set()
         y = Y[self.target_name_].to_numpy(dtype=float)
         usable = np.isfinite(y) & (y > 0)
         raw = self._raw_log_g(features)
-        new.harness_ = self._harness_overlaps(features, y, usable, raw)
+        # the shots as the law alone would have them: their architecture's departure taken out
+        y_law = y * np.exp(-self._architecture_offsets(features))
+        new.harness_ = self._harness_overlaps(features, y_law, usable, raw)
         keys, current = units(features.meta), new.parameters(features.meta)
         log_g = self._log_g(raw, current)
         for key in np.unique(keys[usable]):
             rows = usable & (keys == key)
             prior = Unit.from_row(current[np.flatnonzero(rows)[0]])
-            new.adapted_[key] = self._posterior(features, y, log_g, rows, prior)
+            new.adapted_[key] = self._posterior(features, y_law, log_g, rows, prior)
             if new.adapted_[key] is not prior:
                 new.moved_.add(str(key))
         new.adapted_measured_ = new._measured(features, keys, new.adapted_)
@@ -828,10 +883,7 @@ class PhysicsFamily:
     def _corrections(self, features: Features, y: np.ndarray) -> dict[str, TreeFamily]:
         """Per unit with ``MIN_SHOTS`` usable measurements that depart from its adapted law by more than
         the law's own error on its training rows (RMS on the log scale: below it they hold nothing the
-        law does not miss everywhere), the correction of that law over its shape tree's columns (on a
-        GPU less ``GROWING_WITHOUT_DIRECTION``), in the shape term's monotone directions on every kind,
-        anchored by the anchor's rows of its class. A class the anchor has no row of (a tensor core
-        where no matrix unit trained) is not corrected (docs/DESIGN-NOTES.md, issue 24)."""
+        law does not miss everywhere), the correction of that law (``_correction``)."""
         if self.anchor_ is None:
             return {}
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -841,18 +893,28 @@ class PhysicsFamily:
         groups = shape_group(features.meta)
         out = {}
         for key, rows in rows_of_each(units(features.meta)).items():
-            group = groups[rows[0]]
-            anchor_rows = np.flatnonzero(self.anchor_.groups == group)
             departs = np.sqrt(np.mean(log_residual[rows] ** 2)) > self.residual_sigma_
-            if len(rows) < MIN_SHOTS or not len(anchor_rows) or not departs:
+            if len(rows) < MIN_SHOTS or not departs:
                 continue
-            excluded = _left_out(group) + (() if group == "other" else GROWING_WITHOUT_DIRECTION)
-            columns = [c for c in self.anchor_.X.columns if c not in excluded]
-            monotone = {c: d for c, d in SHAPE_MONOTONE.items() if c in columns}
-            out[str(key)] = self.anchor_.correction(
-                anchor_rows, columns, monotone, features.X.iloc[rows], log_residual[rows], self.seed
-            )
+            tree = self._correction(str(groups[rows[0]]), features.X.iloc[rows], log_residual[rows])
+            if tree is not None:
+                out[str(key)] = tree
         return out
+
+    def _correction(self, group: str, X: pd.DataFrame, log_residual: np.ndarray) -> TreeFamily | None:
+        """The law's correction for rows ``X`` of one shape group at their ``log_residual``, over the
+        group's shape columns (on a GPU less ``GROWING_WITHOUT_DIRECTION``), in the shape term's monotone
+        directions on every kind, anchored by the anchor's rows of the group. None where the anchor has
+        no row of the group (a tensor core where no matrix unit trained; docs/DESIGN-NOTES.md, issue 24)."""
+        if self.anchor_ is None:
+            return None
+        anchor_rows = np.flatnonzero(self.anchor_.groups == group)
+        if not len(anchor_rows):
+            return None
+        excluded = _left_out(group) + (() if group == "other" else GROWING_WITHOUT_DIRECTION)
+        columns = [c for c in self.anchor_.X.columns if c not in excluded]
+        monotone = {c: d for c, d in SHAPE_MONOTONE.items() if c in columns}
+        return self.anchor_.correction(anchor_rows, columns, monotone, X, log_residual, self.seed)
 
     def moved(self, meta: pd.DataFrame) -> np.ndarray:
         """Whether each row's unit answers from measurements (``adapt`` moved its parameters or
@@ -899,6 +961,9 @@ class PhysicsFamily:
         directory.mkdir(parents=True, exist_ok=True)
         for group, tree in self.shape_.items():
             tree.save(directory / f"shape-{group}")
+        architectures = sorted(self.architecture_corrections_)
+        for i, key in enumerate(architectures):
+            self.architecture_corrections_[key].save(directory / f"architecture-{i}")
         state = {
             "params": self.get_params(),
             "target": self.target_name_,
@@ -909,6 +974,7 @@ class PhysicsFamily:
             "units": {k: asdict(u) for k, u in self.units_.items()},
             "prior": asdict(self.prior_),
             "measured": self.measured_,
+            "architecture_corrections": [list(key) for key in architectures],
         }
         (directory / "physics.json").write_text(json.dumps(state, indent=2))
         if self.anchor_ is not None:
@@ -929,6 +995,11 @@ class PhysicsFamily:
             group: TreeFamily.load(directory / f"shape-{group}") for group in state["shape_groups"]
         }
         family.measured_ = state["measured"]
+        # a model saved before architectures had corrections has none
+        family.architecture_corrections_ = {
+            (str(architecture), str(dtype)): TreeFamily.load(directory / f"architecture-{i}")
+            for i, (architecture, dtype) in enumerate(state.get("architecture_corrections", []))
+        }
         family.adapted_, family.adapted_measured_, family.harness_, family.moved_ = {}, {}, {}, set()
         family.anchor_, family.corrections_ = Anchor.load(directory), {}
         return family
