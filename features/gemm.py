@@ -93,11 +93,25 @@ def _library_tile(dim: np.ndarray) -> np.ndarray:
     return np.clip(2 ** np.ceil(np.log2(np.maximum(dim, 1))), *TILE_EDGE_RANGE)
 
 
+def compute_unit(spec: DeviceSpec) -> str:
+    """The design of a device's compute units: its architecture and the fp32 FLOPs one unit does per
+    clock, to a power of two (an A100's SM does 128, an A10's 256: two chips of one architecture).
+    Devices that share it run the same library kernels. The architecture alone where the sheet lacks
+    the units or the clock."""
+    architecture = spec.architecture or spec.id
+    fp32 = spec.peak_tflops.get(Dtype.fp32)
+    if not (fp32 and spec.compute_units and spec.boost_clock_mhz):
+        return architecture
+    per_clock = fp32 * 1e12 / (spec.compute_units * spec.boost_clock_mhz * 1e6)
+    return f"{architecture}, {2 ** round(np.log2(per_clock))} FLOP/clock a unit"
+
+
 #: Meta columns read off each row's spec sheet.
 _META: dict[str, Callable[[DeviceSpec], str]] = {
     "device_id": lambda s: s.id,
     "device_kind": lambda s: s.kind,
     "architecture": lambda s: s.architecture or s.id,
+    "compute_unit": compute_unit,
 }
 
 

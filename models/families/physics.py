@@ -28,8 +28,8 @@ GEMMs, under the same power roofline. Its ramp is the median of the measured uni
 median of the measured GPU units' on a GPU (a harness nobody described) and 1 elsewhere. A unit that
 was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
 ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured),
-and departs from the shape term where its architecture's measured units of its dtype depart, at that share
-(``_architecture_corrections``: the same silicon runs the same library kernels).
+and departs from the shape term where the measured units of its dtype and compute-unit design depart, at
+that share (``_architecture_corrections``: the same silicon runs the same library kernels).
 
 ``adapt`` gives a measured GPU the overlap its shots say, pooled over its dtypes (the harness that
 timed them is the same for all), updates the parameters of measured units only (the same MAP fit, with
@@ -61,6 +61,9 @@ from scipy.special import expit
 #: Meta columns the law reads (the GEMM featurizer's); a unit is a device's units of one working dtype
 #: (``WORKING``: a tf32 GEMM on a V100 runs on its fp32 units, and is that unit).
 COMPUTE, MEMORY, MATRIX, WORKING = "compute_ms", "memory_ms", "matrix_units", "working_dtype"
+#: The meta column that names a device's compute-unit design (``features.gemm.compute_unit``): devices
+#: sharing it are siblings, whose departures from the shape term a unit nobody measured takes.
+COMPUTE_UNIT = "compute_unit"
 #: ``X`` columns no shape term reads: device identity it could memorise instead of shape.
 DEVICE_COLUMNS = ("ridge_log2", "vendor", "peak_is_fallback")
 #: Columns a GPU's shape term leaves out besides: the dtype, which the units' parameters carry (a
@@ -463,15 +466,16 @@ class PhysicsFamily:
     def _architecture_corrections(
         self, features: Features, log_residual: np.ndarray
     ) -> dict[tuple[str, str], TreeFamily]:
-        """Per architecture and working dtype measured in training, where on the shape its units depart
-        from the law (``log_residual`` on the training rows): a correction as a unit's shots learn one,
-        from at most ``ANCHOR_ROWS`` of its rows (seeded). A unit of that architecture nobody measured
-        takes ``SAME_ARCHITECTURE_SHARE`` of it (``_architecture_offsets``), as it takes that share of
-        their parameters' deviation: the same silicon runs the same library kernels (an A100 80GB from
-        the A100 40GB's rows; docs/BENCHMARKS.md, issue 24, sixteenth session)."""
+        """Per compute-unit design (``COMPUTE_UNIT``) and working dtype measured in training, where on the
+        shape its units depart from the law (``log_residual`` on the training rows): a correction as a
+        unit's shots learn one, from at most ``ANCHOR_ROWS`` of its rows (seeded). A unit of that design
+        nobody measured takes ``SAME_ARCHITECTURE_SHARE`` of it (``_architecture_offsets``), as it takes
+        that share of its architecture's parameter deviation: the same silicon runs the same library
+        kernels (an A100 80GB from the A100 40GB's rows, but not an A10, whose SMs do twice the fp32
+        work; docs/BENCHMARKS.md, issue 24, sixteenth session)."""
         meta, groups = features.meta, shape_group(features.meta)
         rng = np.random.default_rng(self.seed)
-        each = rows_of_each(meta["architecture"].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
+        each = rows_of_each(meta[COMPUTE_UNIT].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
         out = {}
         for key in sorted(each):
             rows = each[key]
@@ -777,15 +781,15 @@ class PhysicsFamily:
         return np.where(offsets != 0, np.fmax(log_time + offsets, roofline), log_time)
 
     def _architecture_offsets(self, features: Features) -> np.ndarray:
-        """Each row's log-time departure from the law that its architecture's units measured in
-        training show (``_architecture_corrections``), at ``SAME_ARCHITECTURE_SHARE``, where its own unit
-        was not measured in training; 0 elsewhere."""
+        """Each row's log-time departure from the law that the units of its compute-unit design measured
+        in training show (``_architecture_corrections``), at ``SAME_ARCHITECTURE_SHARE``, where its own
+        unit was not measured in training; 0 elsewhere."""
         out = np.zeros(len(features.X))
         if not self.architecture_corrections_:
             return out
         meta = features.meta
         unmeasured = ~among(units(meta), list(self.units_))
-        each = rows_of_each(meta["architecture"].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
+        each = rows_of_each(meta[COMPUTE_UNIT].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
         for key, rows in each.items():
             tree, rows = self.architecture_corrections_.get(key), rows[unmeasured[rows]]
             if tree is not None and len(rows):

@@ -151,3 +151,13 @@ def test_a_dtype_without_units_runs_on_those_of_its_fallback(catalogue):
 
     assert matrix("NVIDIA A10") == 1.0  # fp8 on Ampere: its fp16 tensor cores
     assert matrix("NVIDIA GeForce GTX 1080") == 0.0  # on Pascal: its vector units
+
+
+def test_devices_of_one_chip_share_a_compute_unit_and_other_chips_of_its_architecture_do_not(catalogue):
+    """The A100s' SMs do 128 fp32 FLOPs a clock, an A10's (another Ampere chip) 256: siblings are
+    told apart from the spec sheet, and a sheet without units or a clock names its architecture."""
+    names = ["nvidia-a100-pcie-40gb", "nvidia-a100-sxm4-80gb", "nvidia-a10", "nvidia-b200-sxm-180gb"]
+    items = pd.concat([rows(device=name) for name in names], ignore_index=True)
+    unit = gemm.gemm_on_device(items, catalogue).meta["compute_unit"].tolist()
+    assert unit[0] == unit[1] == "Ampere, 128 FLOP/clock a unit"
+    assert unit[2] == "Ampere, 256 FLOP/clock a unit" and unit[3] == "Blackwell"
