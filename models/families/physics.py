@@ -29,7 +29,7 @@ median of the measured GPU units' on a GPU (a harness nobody described) and 1 el
 was not measured moves by ``SAME_DEVICE_SHARE`` of its device's measured deviation from the prior, or else by
 ``SAME_ARCHITECTURE_SHARE`` of its architecture's in training (in its own dtype where one was measured),
 and departs from the shape term where the measured units of its dtype and compute-unit design depart, at
-that share (``_architecture_corrections``: the same silicon runs the same library kernels).
+that share (``_sibling_corrections``: the same silicon runs the same library kernels).
 
 ``adapt`` gives a measured GPU the overlap its shots say, pooled over its dtypes (the harness that
 timed them is the same for all), updates the parameters of measured units only (the same MAP fit, with
@@ -192,6 +192,11 @@ class Unit:
 def units(meta: pd.DataFrame) -> np.ndarray:
     """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``)."""
     return (meta["device_id"].astype(str) + "/" + meta[WORKING].astype(str)).to_numpy()
+
+
+def _rows_of_each_design(meta: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
+    """The rows of each compute-unit design (``COMPUTE_UNIT``) and working dtype: siblings' units."""
+    return rows_of_each(meta[COMPUTE_UNIT].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
 
 
 def shape_group(meta: pd.DataFrame) -> np.ndarray:
@@ -453,29 +458,29 @@ class PhysicsFamily:
         self.adapted_measured_: dict[str, dict] = {}
         self.harness_: dict[str, float] = {}
         self.moved_: set[str] = set()
-        self.architecture_corrections_: dict[tuple[str, str], TreeFamily] = {}
+        # none while the law's own residuals on the training rows are read: they are what siblings learn
+        self.sibling_corrections_: dict[tuple[str, str], TreeFamily] = {}
         log_residual = np.log(y) - self._log_time(features, raw)
         self.residual_sigma_ = float(np.sqrt(np.average(log_residual**2, weights=weight)))
         self.anchor_: Anchor | None = Anchor.sample(
             features.X, shape_group(features.meta), log_residual, self.seed
         )
         self.corrections_: dict[str, TreeFamily] = {}
-        self.architecture_corrections_ = self._architecture_corrections(features, log_residual)
+        self.sibling_corrections_ = self._sibling_corrections(features, log_residual)
         return self
 
-    def _architecture_corrections(
+    def _sibling_corrections(
         self, features: Features, log_residual: np.ndarray
     ) -> dict[tuple[str, str], TreeFamily]:
         """Per compute-unit design (``COMPUTE_UNIT``) and working dtype measured in training, where on the
         shape its units depart from the law (``log_residual`` on the training rows): a correction as a
         unit's shots learn one, from at most ``ANCHOR_ROWS`` of its rows (seeded). A unit of that design
-        nobody measured takes ``SAME_ARCHITECTURE_SHARE`` of it (``_architecture_offsets``), as it takes
+        nobody measured takes ``SAME_ARCHITECTURE_SHARE`` of it (``_sibling_offsets``), as it takes
         that share of its architecture's parameter deviation: the same silicon runs the same library
         kernels (an A100 80GB from the A100 40GB's rows, but not an A10, whose SMs do twice the fp32
         work; docs/BENCHMARKS.md, issue 24, sixteenth session)."""
-        meta, groups = features.meta, shape_group(features.meta)
-        rng = np.random.default_rng(self.seed)
-        each = rows_of_each(meta[COMPUTE_UNIT].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
+        groups, rng = shape_group(features.meta), np.random.default_rng(self.seed)
+        each = _rows_of_each_design(features.meta)
         out = {}
         for key in sorted(each):
             rows = each[key]
@@ -768,30 +773,33 @@ class PhysicsFamily:
         return np.clip(raw - params[:, LAW_PARAMETERS + 1], least, 0.0)
 
     def _log_time(self, features: Features, raw: np.ndarray) -> np.ndarray:
-        """The law's log time, with the architecture's departure where a unit was not measured in
-        training, never faster than the roofline (the featurizer's reference)."""
+        """The law's log time, with its siblings' departure where a unit was not measured in training,
+        never faster than the roofline (the featurizer's reference)."""
         compute, memory = (features.meta[c].to_numpy(float) for c in (COMPUTE, MEMORY))
         params = self.parameters(features.meta)
         log_time = law(compute, memory, params[:, :LAW_PARAMETERS], self._log_g(raw, params))
-        offsets = self._architecture_offsets(features)
+        offsets = self._sibling_offsets(features)
         if not offsets.any():
             return log_time
-        with np.errstate(divide="ignore"):
-            roofline = np.log(features.reference[self.target_name_].to_numpy(float))
-        return np.where(offsets != 0, np.fmax(log_time + offsets, roofline), log_time)
+        return np.where(offsets != 0, np.fmax(log_time + offsets, self._log_roofline(features)), log_time)
 
-    def _architecture_offsets(self, features: Features) -> np.ndarray:
+    def _log_roofline(self, features: Features) -> np.ndarray:
+        """log of the featurizer's reference: the roofline no corrected estimate goes below."""
+        with np.errstate(divide="ignore"):
+            return np.log(features.reference[self.target_name_].to_numpy(float))
+
+    def _sibling_offsets(self, features: Features) -> np.ndarray:
         """Each row's log-time departure from the law that the units of its compute-unit design measured
-        in training show (``_architecture_corrections``), at ``SAME_ARCHITECTURE_SHARE``, where its own
+        in training show (``_sibling_corrections``), at ``SAME_ARCHITECTURE_SHARE``, where its own
         unit was not measured in training; 0 elsewhere."""
         out = np.zeros(len(features.X))
-        if not self.architecture_corrections_:
+        if not self.sibling_corrections_:
             return out
         meta = features.meta
-        unmeasured = ~among(units(meta), list(self.units_))
-        each = rows_of_each(meta[COMPUTE_UNIT].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
-        for key, rows in each.items():
-            tree, rows = self.architecture_corrections_.get(key), rows[unmeasured[rows]]
+        index, first = distinct_rows(*(meta[c].to_numpy() for c in ("device_id", WORKING)))
+        unmeasured = ~among(units(meta.iloc[first]), list(self.units_))[index]
+        for key, rows in _rows_of_each_design(meta).items():
+            tree, rows = self.sibling_corrections_.get(key), rows[unmeasured[rows]]
             if tree is not None and len(rows):
                 out[rows] = SAME_ARCHITECTURE_SHARE * log_correction(tree, features.X.iloc[rows])
         return out
@@ -805,12 +813,14 @@ class PhysicsFamily:
         roofline (the featurizer's reference)."""
         keys = units(features.meta)
         out = log_time.copy()
-        for key in sorted(set(keys) & set(self.corrections_)):
+        corrected = sorted(set(keys) & set(self.corrections_))
+        if not corrected:
+            return out
+        roofline = self._log_roofline(features)
+        for key in corrected:
             rows = np.flatnonzero(keys == key)
-            with np.errstate(divide="ignore"):
-                roofline = np.log(features.reference[self.target_name_].to_numpy(float)[rows])
             moved = log_time[rows] + log_correction(self.corrections_[key], features.X.iloc[rows])
-            out[rows] = np.fmax(moved, roofline)
+            out[rows] = np.fmax(moved, roofline[rows])
         return out
 
     # adapting ------------------------------------------------------------------------------------------
@@ -820,15 +830,15 @@ class PhysicsFamily:
         (``_harness_overlaps``), whose measured units' parameters are updated by the measurements (MAP,
         with their current parameters as the prior), and a unit with ``MIN_SHOTS`` of them corrected
         where on the shape it departs from the shape term (``_shape_correction``); the shape term and
-        every other device are shared unchanged. A unit's architecture's departure (``_log_time``) stays:
-        its parameters are fitted to the shots with it taken out."""
+        every other device are shared unchanged. A unit's siblings' departure (``_log_time``) stays: its
+        parameters are fitted to the shots with it taken out."""
         new = copy.copy(self)
         new.adapted_, new.adapted_measured_, new.moved_ = {}, {}, set()
         y = Y[self.target_name_].to_numpy(dtype=float)
         usable = np.isfinite(y) & (y > 0)
         raw = self._raw_log_g(features)
-        # the shots as the law alone would have them: their architecture's departure taken out
-        y_law = y * np.exp(-self._architecture_offsets(features))
+        # the shots as the law alone would have them: their siblings' departure taken out
+        y_law = y * np.exp(-self._sibling_offsets(features))
         new.harness_ = self._harness_overlaps(features, y_law, usable, raw)
         keys, current = units(features.meta), new.parameters(features.meta)
         log_g = self._log_g(raw, current)
@@ -965,9 +975,9 @@ class PhysicsFamily:
         directory.mkdir(parents=True, exist_ok=True)
         for group, tree in self.shape_.items():
             tree.save(directory / f"shape-{group}")
-        architectures = sorted(self.architecture_corrections_)
-        for i, key in enumerate(architectures):
-            self.architecture_corrections_[key].save(directory / f"architecture-{i}")
+        designs = sorted(self.sibling_corrections_)
+        for i, key in enumerate(designs):
+            self.sibling_corrections_[key].save(directory / f"sibling-{i}")
         state = {
             "params": self.get_params(),
             "target": self.target_name_,
@@ -978,7 +988,7 @@ class PhysicsFamily:
             "units": {k: asdict(u) for k, u in self.units_.items()},
             "prior": asdict(self.prior_),
             "measured": self.measured_,
-            "architecture_corrections": [list(key) for key in architectures],
+            "sibling_corrections": [list(key) for key in designs],
         }
         (directory / "physics.json").write_text(json.dumps(state, indent=2))
         if self.anchor_ is not None:
@@ -999,10 +1009,10 @@ class PhysicsFamily:
             group: TreeFamily.load(directory / f"shape-{group}") for group in state["shape_groups"]
         }
         family.measured_ = state["measured"]
-        # a model saved before architectures had corrections has none
-        family.architecture_corrections_ = {
-            (str(architecture), str(dtype)): TreeFamily.load(directory / f"architecture-{i}")
-            for i, (architecture, dtype) in enumerate(state.get("architecture_corrections", []))
+        # a model saved before siblings had corrections has none
+        family.sibling_corrections_ = {
+            (str(design), str(dtype)): TreeFamily.load(directory / f"sibling-{i}")
+            for i, (design, dtype) in enumerate(state.get("sibling_corrections", []))
         }
         family.adapted_, family.adapted_measured_, family.harness_, family.moved_ = {}, {}, {}, set()
         family.anchor_, family.corrections_ = Anchor.load(directory), {}

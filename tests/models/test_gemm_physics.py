@@ -403,12 +403,12 @@ def test_a_gpu_nobody_measured_departs_from_the_shape_term_where_its_measured_si
         features.take(at), GEMM.target_frame(rows.iloc[at]).reset_index(drop=True)
     )
     alone = copy.copy(family)
-    alone.architecture_corrections_ = {}
+    alone.sibling_corrections_ = {}
     path = sources.default_path("neusight", None)
     test = GEMM.rows(sources.load("neusight", path.parent / "gemm_test.csv.gz").rows)
     test = test[test.device == "NVIDIA A100 80GB PCIe"].reset_index(drop=True)
     test_features = GEMM.featurize(test, catalogue)
-    assert (test_features.meta["compute_unit"].iloc[0], "fp32") in family.architecture_corrections_
+    assert (test_features.meta["compute_unit"].iloc[0], "fp32") in family.sibling_corrections_
     measured = test["runtime_ms"].to_numpy()
     with_it, without = (f.predict(test_features)["runtime_ms"].to_numpy() for f in (family, alone))
     for kernel in ("bmm", "linear"):
