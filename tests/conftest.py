@@ -29,6 +29,34 @@ SHARED_DATASETS = Path(
 FIRST_START_S = 900
 
 
+#: Modules whose tests share a fresh clone's first start (``first_start``, minutes to build): under
+#: pytest-xdist they run on one worker, so it is built once. Every other module runs on one worker too
+#: (``--dist loadfile``), so a module's fixtures are built once.
+FIRST_START_MODULES = frozenset({"test_api.py", "test_readme_examples.py", "test_notebooks.py"})
+FIRST_START_FIXTURES = frozenset({"first_start", "fresh_clone_home"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``, with the modules of ``FIRST_START_MODULES`` as one file."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FirstStartOnOneWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return "first-start" if Path(module).name in FIRST_START_MODULES else module
+
+    return FirstStartOnOneWorker(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test of another module that needs the first start would build it on a second worker."""
+    for item in items:
+        if FIRST_START_FIXTURES & set(getattr(item, "fixturenames", ())):
+            assert item.path.name in FIRST_START_MODULES, f"add {item.path.name} to FIRST_START_MODULES"
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch):
     for name in list(os.environ):

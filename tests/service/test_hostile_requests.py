@@ -73,7 +73,9 @@ def test_a_body_that_is_not_utf8_is_a_422_naming_its_first_bad_byte_on_every_rou
 DIGITS = "1" * 20_000
 
 
-@pytest.mark.parametrize("task", [t for t in all_tasks() if "device" in t.item.model_fields], ids=str)
+@pytest.mark.parametrize(
+    "task", [t for t in all_tasks() if "device" in t.item.model_fields], ids=lambda t: t.name
+)
 def test_a_device_name_longer_than_any_the_catalogue_holds_is_a_422_naming_its_field(client, task):
     item = dict(task.examples[0]) | {"device": DIGITS}
     answer = client.post(f"/v1/{task.name}/predict", json={"items": [item]})

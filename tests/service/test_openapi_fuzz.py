@@ -29,6 +29,9 @@ from tests.client import KEY, api_client
 #: ``false`` for 0 (pydantic's lax mode), which the schema does not say; bench/fuzz.py counts those.
 EXCLUDED_CHECKS = ["positive_data_acceptance", "negative_data_rejection"]
 MAX_EXAMPLES, SEED = 25, 20_240_501
+#: Seconds a request may take. Schemathesis's default (10 s) timed out a NAS-latency item on a loaded
+#: 2-core CI machine; this run checks what the service answers, bench/serve_latency.py how fast.
+REQUEST_TIMEOUT = 60
 
 
 def fuzz_config(max_examples: int = MAX_EXAMPLES, seed: int = SEED) -> schemathesis.Config:
@@ -37,7 +40,7 @@ def fuzz_config(max_examples: int = MAX_EXAMPLES, seed: int = SEED) -> schemathe
     config = schemathesis.Config.from_dict({"cache": {"enabled": False}})
     config.update(seed=seed, max_failures=None)
     project = config.projects.override
-    project.update(headers={"X-API-Key": KEY})
+    project.update(headers={"X-API-Key": KEY}, request_timeout=REQUEST_TIMEOUT)
     project.generation.update(
         modes=list(GenerationMode), max_examples=max_examples, deterministic=True, database="none"
     )
