@@ -53,8 +53,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test of another module that needs the first start would build it on a second worker."""
     for item in items:
-        if FIRST_START_FIXTURES & set(getattr(item, "fixturenames", ())):
-            assert item.path.name in FIRST_START_MODULES, f"add {item.path.name} to FIRST_START_MODULES"
+        needs = FIRST_START_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if needs and item.path.name not in FIRST_START_MODULES:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses {', '.join(sorted(needs))}: add {item.path.name} to FIRST_START_MODULES"
+            )
 
 
 @pytest.fixture(autouse=True)
