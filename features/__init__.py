@@ -128,33 +128,52 @@ class Sequences:
         )
 
 
+def _members(groups: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The members of each of ``rows`` (``groups[i]``: the row member ``i`` belongs to), in the order of
+    ``rows`` (repeats allowed), and the new position of the row each belongs to."""
+    by_group = np.argsort(groups, kind="stable")
+    start = np.searchsorted(groups[by_group], rows, side="left")
+    count = np.searchsorted(groups[by_group], rows, side="right") - start
+    new_group = np.repeat(np.arange(len(rows)), count)
+    offset = np.arange(len(new_group)) - np.repeat(np.cumsum(count) - count, count)
+    return by_group[np.repeat(start, count) + offset], new_group
+
+
 @dataclass
 class Parts:
     """Items made of parts (a whole model of its kernels): one table row per part, ``owner[i]`` the
     row of ``Features`` that part ``i`` belongs to. Parts carry their own inputs and, in training
-    data, their own measurements, for families that predict the parts and add them up."""
+    data, their own measurements, for families that predict the parts and add them up. ``gemms`` are
+    the parts' GEMM kernels as the GEMM featurizer has them (None: no GEMM kernel), ``gemm_part[j]``
+    the part kernel ``j`` belongs to: what a family times by the GEMM law."""
 
     frame: pd.DataFrame
     owner: np.ndarray
+    gemms: Features | None = None
+    gemm_part: np.ndarray | None = None
 
     def take(self, rows: np.ndarray) -> Parts:
         """The parts of ``rows`` (by position, repeats allowed), owned by their new positions."""
-        rows = np.asarray(rows, dtype=np.int64)
-        by_owner = np.argsort(self.owner, kind="stable")
-        start = np.searchsorted(self.owner[by_owner], rows, side="left")
-        count = np.searchsorted(self.owner[by_owner], rows, side="right") - start
-        new_owner = np.repeat(np.arange(len(rows)), count)
-        offset = np.arange(len(new_owner)) - np.repeat(np.cumsum(count) - count, count)
-        order = by_owner[np.repeat(start, count) + offset]
-        return Parts(self.frame.iloc[order].reset_index(drop=True), new_owner)
+        order, owner = _members(self.owner, np.asarray(rows, dtype=np.int64))
+        if self.gemms is None or self.gemm_part is None:
+            return Parts(self.frame.iloc[order].reset_index(drop=True), owner)
+        kernels, part = _members(self.gemm_part, order)
+        return Parts(self.frame.iloc[order].reset_index(drop=True), owner, self.gemms.take(kernels), part)
 
     @staticmethod
     def concat(parts: list[Parts], sizes: list[int]) -> Parts:
         offsets = np.cumsum([0, *sizes[:-1]])
-        return Parts(
-            pd.concat([p.frame for p in parts], ignore_index=True),
-            np.concatenate([p.owner + offset for p, offset in zip(parts, offsets)]),
-        )
+        frame = pd.concat([p.frame for p in parts], ignore_index=True)
+        owner = np.concatenate([p.owner + offset for p, offset in zip(parts, offsets)])
+        part_offsets = np.cumsum([0, *[len(p.frame) for p in parts[:-1]]])
+        gemms, part = [], []
+        for piece, offset in zip(parts, part_offsets):  # parts without GEMM kernels add none
+            if piece.gemms is not None and piece.gemm_part is not None:
+                gemms.append(piece.gemms)
+                part.append(piece.gemm_part + offset)
+        if not gemms:
+            return Parts(frame, owner)
+        return Parts(frame, owner, concat(gemms), np.concatenate(part))
 
 
 @dataclass

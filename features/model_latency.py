@@ -21,8 +21,10 @@ from preflight.features import Features, Parts, device
 from preflight.features import gemm as gemm_features
 from preflight.features.gemm import HEADROOM
 
-#: Columns of ``Parts.frame`` that are not model inputs.
-PART_REFERENCE, PART_OBSERVED, PART_COUNT = "roofline_ms", "observed_ms", "count"
+#: Columns of ``Parts.frame`` that are not model inputs: the summed roofline, the measured time, how
+#: often the part runs, and how many kernels it has.
+PART_REFERENCE, PART_OBSERVED, PART_COUNT, PART_KERNELS = "roofline_ms", "observed_ms", "count", "kernels"
+NOT_INPUTS = (PART_REFERENCE, PART_OBSERVED, PART_COUNT, PART_KERNELS)
 KIND_CODES = {"gemm": 0, "elementwise": 1, "softmax": 2, "layernorm": 3, "embedding": 4}
 GEMM_COLUMNS = (
     "k_log2",
@@ -79,8 +81,11 @@ def _kernel_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True)
 
 
-def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.DataFrame, np.ndarray]:
-    """Device-relative features and the roofline (ms) of each kernel."""
+def _kernel_features(
+    table: pd.DataFrame, catalogue: Catalogue
+) -> tuple[pd.DataFrame, np.ndarray, Features | None]:
+    """Device-relative features and the roofline (ms) of each kernel, and the GEMM kernels' features as
+    the GEMM featurizer has them (None without any)."""
     specs = device.resolve(table["device"].to_numpy(), catalogue)
     spec = device.spec_columns(specs)
     peak = np.array([s.peak(Dtype(d))[0] for s, d in zip(specs, table["dtype"])]) * 1e12
@@ -110,6 +115,7 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
     for column in (*GEMM_COLUMNS, HEADROOM):
         X[column] = np.nan
     gemm = (table["kind"] == "gemm").to_numpy()
+    features = None
     if gemm.any():
         rows = table.loc[gemm, ["b", "m", "n", "k", "dtype", "device"]].assign(trans_a=False, trans_b=False)
         features = gemm_features.gemm_on_device(rows.reset_index(drop=True), catalogue)
@@ -117,11 +123,12 @@ def _kernel_features(table: pd.DataFrame, catalogue: Catalogue) -> tuple[pd.Data
         X.loc[gemm, HEADROOM] = features.meta[HEADROOM].to_numpy(dtype=float)
         roofline[gemm] = features.reference["runtime_ms"].to_numpy()
     X["roofline_us_log2"] = np.log2(np.minimum(roofline * 1e3, gemm_features.SATURATION_US))
-    return X, roofline
+    return X, roofline, features
 
 
-def _parts(table: pd.DataFrame, X: pd.DataFrame, roofline: np.ndarray) -> Parts:
-    """One part per (row, operator, pass): the largest kernel's features, summed roofline, one time."""
+def _parts(table: pd.DataFrame, X: pd.DataFrame, roofline: np.ndarray, gemms: Features | None) -> Parts:
+    """One part per (row, operator, pass): the largest kernel's features, summed roofline, one time,
+    and its GEMM kernels (``gemms``, in the table's order)."""
     key = table["owner"].astype(str) + "/" + table["op_index"].astype(str) + "/" + table["pass"]
     frame = X.assign(**{PART_REFERENCE: roofline, "_key": key.to_numpy()})
     # ties (a backward pass's two GEMMs of one size) go to the first kernel: a part is the same
@@ -138,16 +145,22 @@ def _parts(table: pd.DataFrame, X: pd.DataFrame, roofline: np.ndarray) -> Parts:
             PART_REFERENCE: summed.loc[first.index].to_numpy(),
             PART_OBSERVED: first["observed"].to_numpy(dtype=float),
             PART_COUNT: first["count"].to_numpy(dtype=float),
+            PART_KERNELS: frame.groupby("_key").size().loc[first.index].to_numpy(dtype=float),
         }
     )
-    return Parts(parts.reset_index(drop=True), first["owner"].to_numpy(dtype=int))
+    owner = first["owner"].to_numpy(dtype=int)
+    if gemms is None:
+        return Parts(parts.reset_index(drop=True), owner)
+    position = pd.Series(np.arange(len(first)), index=first.index)
+    gemm_part = position.loc[key[(table["kind"] == "gemm").to_numpy()]].to_numpy()
+    return Parts(parts.reset_index(drop=True), owner, gemms, gemm_part)
 
 
 def model_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     """Features for model rows (traces from the loader, or API items as rows)."""
     table = _kernel_table(rows)
-    X_kernels, roofline = _kernel_features(table, catalogue)
-    parts = _parts(table, X_kernels, roofline)
+    X_kernels, roofline, gemms = _kernel_features(table, catalogue)
+    parts = _parts(table, X_kernels, roofline, gemms)
     part_roofline = parts.frame[PART_COUNT].to_numpy() * parts.frame[PART_REFERENCE].to_numpy()
     total = np.bincount(parts.owner, weights=part_roofline, minlength=len(rows))
     is_gemm = parts.frame["kind"].to_numpy() == KIND_CODES["gemm"]

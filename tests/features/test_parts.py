@@ -1,6 +1,6 @@
 import numpy as np
 import pandas as pd
-from preflight.features import Parts
+from preflight.features import Parts, bare
 
 
 def parts() -> Parts:
@@ -18,3 +18,21 @@ def test_concat_offsets_owners_by_the_rows_before():
     both = Parts.concat([parts(), parts().take(np.array([1]))], [3, 1])
     assert both.owner.tolist() == [0, 0, 0, 1, 2, 2, 3]
     assert both.frame["v"].tolist()[-1] == 20
+
+
+def with_gemms() -> Parts:
+    """Parts whose first and last part hold GEMM kernels (two and one)."""
+    gemms = bare(pd.DataFrame({"g": [100.0, 101.0, 300.0]}), "t")
+    return Parts(parts().frame, parts().owner, gemms, np.array([0, 0, 5]))
+
+
+def test_take_and_concat_keep_each_parts_gemm_kernels_with_it():
+    taken = with_gemms().take(np.array([2, 0]))
+    assert taken.gemms is not None and taken.gemm_part is not None
+    assert taken.gemms.X["g"].tolist() == [300.0, 100.0, 101.0]
+    assert taken.frame["v"].to_numpy()[taken.gemm_part].tolist() == [31, 10, 10]
+    both = Parts.concat([parts().take(np.array([1])), with_gemms()], [1, 3])
+    assert both.gemms is not None and both.gemm_part is not None
+    assert both.frame["v"].to_numpy()[both.gemm_part].tolist() == [10, 10, 31]
+    none = with_gemms().take(np.array([1])).gemms
+    assert none is not None and none.X.empty

@@ -90,6 +90,44 @@ def test_kernel_sum_leaves_the_memory_bound_columns_out_of_a_gemm_part_unless_fi
     np.testing.assert_array_equal(old.predict(features), old.predict(before))
 
 
+def test_a_gpu_no_trace_timed_has_its_gemm_parts_timed_by_the_gemm_law_and_a_trained_gpu_by_the_tree(
+    traces, catalogue, tmp_path
+):
+    """Leaving the V100 out, its GEMM parts take the GEMM law's time for their kernels (fitted on the
+    other GPUs' lone GEMM kernels) plus their other kernels' roofline; the GPUs in training keep the
+    tree's; the law saves and loads with the family."""
+    _, rows = traces
+    held = rows["device"].str.contains("V100").to_numpy()
+    features, Y = TASK.featurize(rows, catalogue), TASK.target_frame(rows)
+    family = KernelSumFamily(targets=TASK.targets).fit(
+        features.take(np.flatnonzero(~held)), Y[~held].reset_index(drop=True)
+    )
+    assert family.law_ is not None and family.timed_units_
+    assert not any("v100" in unit for unit in family.timed_units_)
+    law, timed_units = family.law_, family.timed_units_
+    new, trained = (features.take(np.flatnonzero(rows_)) for rows_ in (held, ~held))
+    for part_set in (new.parts, trained.parts):
+        assert part_set is not None and part_set.gemms is not None and part_set.gemm_part is not None
+    by_law, by_tree = family._part_estimates(new.parts), family._part_estimates(trained.parts)
+    family.law_, family.timed_units_ = None, []
+    tree_new, tree_trained = family._part_estimates(new.parts), family._part_estimates(trained.parts)
+    np.testing.assert_array_equal(by_tree, tree_trained)
+    frame, gemms, part = new.parts.frame, new.parts.gemms, new.parts.gemm_part
+    gemm = frame["kind"].to_numpy() == features_of.KIND_CODES["gemm"]
+    kernels = np.bincount(part, law.predict(gemms)["runtime_ms"].to_numpy(), minlength=len(frame))
+    rest = frame[features_of.PART_REFERENCE].to_numpy() - np.bincount(
+        part, gemms.reference["runtime_ms"].to_numpy(), minlength=len(frame)
+    )
+    np.testing.assert_allclose(by_law[gemm], kernels[gemm] + np.maximum(rest[gemm], 0.0))
+    np.testing.assert_array_equal(by_law[~gemm], tree_new[~gemm])
+    assert not np.allclose(by_law[gemm], tree_new[gemm])
+    assert (by_law >= frame[features_of.PART_REFERENCE].to_numpy() * (1 - 1e-9)).all()
+    family.law_, family.timed_units_ = law, timed_units
+    family.save(tmp_path / "kernel-sum")
+    loaded = KernelSumFamily.load(tmp_path / "kernel-sum")
+    np.testing.assert_array_equal(loaded.predict(new), family.predict(new))
+
+
 def test_more_power_headroom_never_makes_a_gemm_part_slower_even_if_the_traces_say_so(traces, catalogue):
     """Trained on parts that ran slower on boards with more power headroom (the opposite of physics), a
     GEMM part's estimate still never rises with headroom."""
