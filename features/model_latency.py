@@ -138,14 +138,15 @@ def _parts(table: pd.DataFrame, X: pd.DataFrame, roofline: np.ndarray, gemms: Fe
         .drop_duplicates("_key")
         .set_index("_key")
     )
-    summed = frame.groupby("_key")[PART_REFERENCE].sum()
+    by_key = frame.groupby("_key")[PART_REFERENCE]
+    summed, kernels = by_key.sum(), by_key.size()
     first = table.assign(_key=key.to_numpy()).drop_duplicates("_key").set_index("_key")
     parts = largest.loc[first.index].assign(
         **{
             PART_REFERENCE: summed.loc[first.index].to_numpy(),
             PART_OBSERVED: first["observed"].to_numpy(dtype=float),
             PART_COUNT: first["count"].to_numpy(dtype=float),
-            PART_KERNELS: frame.groupby("_key").size().loc[first.index].to_numpy(dtype=float),
+            PART_KERNELS: kernels.loc[first.index].to_numpy(dtype=float),
         }
     )
     owner = first["owner"].to_numpy(dtype=int)

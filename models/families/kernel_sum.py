@@ -27,7 +27,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
-from preflight.features import Features, Parts
+from preflight.features import Features, Parts, among
 from preflight.features.gemm import HEADROOM
 from preflight.features.model_latency import (
     KIND_CODES,
@@ -108,28 +108,24 @@ class KernelSumFamily:
             "monotone_constraints": [PART_MONOTONE.get(c, 0) for c in self.columns_],
         }
         self.booster_ = lgb.train(params, data, self.n_estimators)
-        self.law_, self.timed_units_ = self._fit_law(parts, sample_weight)
+        self.law_ = self._fit_law(parts, sample_weight)
         return self
 
-    def _fit_law(
-        self, parts: Parts, sample_weight: np.ndarray | None
-    ) -> tuple[PhysicsFamily | None, list[str]]:
-        """The GEMM law, fitted on the GEMM kernels that are a timed part on their own (None with fewer
-        than two), and the units they ran on."""
+    def _fit_law(self, parts: Parts, sample_weight: np.ndarray | None) -> PhysicsFamily | None:
+        """The GEMM law, fitted on the GEMM kernels that are a timed part on their own; None with fewer
+        than two. The units it fitted (``units_``) are those whose GEMM parts the tree times."""
         if parts.gemms is None or parts.gemm_part is None:
-            return None, []
+            return None
         frame = parts.frame
         observed = frame[PART_OBSERVED].to_numpy()
         alone = np.isfinite(observed) & (observed > 0) & (frame[PART_KERNELS].to_numpy() == 1)
         kernels = np.flatnonzero(alone[parts.gemm_part])
         if len(kernels) < 2:
-            return None, []
+            return None
         part = parts.gemm_part[kernels]
         weight = None if sample_weight is None else np.asarray(sample_weight)[parts.owner[part]]
-        timed = parts.gemms.take(kernels)
         law = PhysicsFamily(targets=GEMM_TIME, seed=self.seed)
-        law.fit(timed, pd.DataFrame({"runtime_ms": observed[part]}), weight)
-        return law, sorted(set(units(timed.meta)))
+        return law.fit(parts.gemms.take(kernels), pd.DataFrame({"runtime_ms": observed[part]}), weight)
 
     def _part_estimates(self, parts: Parts) -> np.ndarray:
         """Each part's time: the tree's, or for a GEMM part on a unit no training part timed, the law's
@@ -141,13 +137,16 @@ class KernelSumFamily:
         )
         if self.law_ is None or parts.gemms is None or parts.gemm_part is None:
             return estimate
-        by_part = functools.partial(np.bincount, parts.gemm_part, minlength=len(frame))
-        law = by_part(weights=self.law_.predict(parts.gemms)["runtime_ms"].to_numpy())
+        untimed = np.flatnonzero(~among(units(parts.gemms.meta), list(self.law_.units_)))
+        if not len(untimed):
+            return estimate
+        by_part = functools.partial(np.bincount, minlength=len(frame))
+        part = parts.gemm_part[untimed]
+        law = by_part(part, self.law_.predict(parts.gemms.take(untimed))["runtime_ms"].to_numpy())
         other = frame[PART_REFERENCE].to_numpy() - by_part(
-            weights=parts.gemms.reference["runtime_ms"].to_numpy()
+            parts.gemm_part, parts.gemms.reference["runtime_ms"].to_numpy()
         )
-        untimed = by_part(weights=~np.isin(units(parts.gemms.meta), self.timed_units_)) > 0
-        by_law = (frame["kind"].to_numpy() == KIND_CODES["gemm"]) & untimed
+        by_law = (frame["kind"].to_numpy() == KIND_CODES["gemm"]) & (by_part(part) > 0)
         return np.where(by_law, law + np.maximum(other, 0.0), estimate)
 
     def _summed(self, features: Features) -> np.ndarray:
@@ -166,7 +165,6 @@ class KernelSumFamily:
             "params": self.get_params(),
             "targets": {t: target.state() for t, target in self.targets.items()},
             "columns": self.columns_,
-            "timed_units": self.timed_units_,
         }
         (directory / "kernel_sum.json").write_text(json.dumps(state, indent=2))
         if self.law_ is not None:
@@ -181,7 +179,6 @@ class KernelSumFamily:
         family.booster_ = lgb.Booster(model_file=str(directory / "parts.lgb"))
         law = directory / LAW_DIRECTORY
         family.law_ = PhysicsFamily.load(law) if law.exists() else None
-        family.timed_units_ = state.get("timed_units", [])
         return family
 
 

@@ -102,14 +102,14 @@ def test_a_gpu_no_trace_timed_has_its_gemm_parts_timed_by_the_gemm_law_and_a_tra
     family = KernelSumFamily(targets=TASK.targets).fit(
         features.take(np.flatnonzero(~held)), Y[~held].reset_index(drop=True)
     )
-    assert family.law_ is not None and family.timed_units_
-    assert not any("v100" in unit for unit in family.timed_units_)
-    law, timed_units = family.law_, family.timed_units_
+    law = family.law_
+    assert law is not None and law.units_
+    assert not any("v100" in unit for unit in law.units_)
     new, trained = (features.take(np.flatnonzero(rows_)) for rows_ in (held, ~held))
     for part_set in (new.parts, trained.parts):
         assert part_set is not None and part_set.gemms is not None and part_set.gemm_part is not None
     by_law, by_tree = family._part_estimates(new.parts), family._part_estimates(trained.parts)
-    family.law_, family.timed_units_ = None, []
+    family.law_ = None
     tree_new, tree_trained = family._part_estimates(new.parts), family._part_estimates(trained.parts)
     np.testing.assert_array_equal(by_tree, tree_trained)
     frame, gemms, part = new.parts.frame, new.parts.gemms, new.parts.gemm_part
@@ -122,7 +122,7 @@ def test_a_gpu_no_trace_timed_has_its_gemm_parts_timed_by_the_gemm_law_and_a_tra
     np.testing.assert_array_equal(by_law[~gemm], tree_new[~gemm])
     assert not np.allclose(by_law[gemm], tree_new[gemm])
     assert (by_law >= frame[features_of.PART_REFERENCE].to_numpy() * (1 - 1e-9)).all()
-    family.law_, family.timed_units_ = law, timed_units
+    family.law_ = law
     family.save(tmp_path / "kernel-sum")
     loaded = KernelSumFamily.load(tmp_path / "kernel-sum")
     np.testing.assert_array_equal(loaded.predict(new), family.predict(new))
