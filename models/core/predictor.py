@@ -175,7 +175,7 @@ class Predictor:
         when there are several), then fit the family on every row."""
         task = self.task
         Y = Y[[t for t in Y.columns if t in task.learned_targets]]
-        self.oof_, self.oof_fold_ = self._out_of_fold(
+        self.oof_, self.oof_fold_ = self.out_of_fold(
             features, Y, folds(groups.reset_index(drop=True), self.calibration_folds), "calibration folds"
         )
         row_strata, devices = strata(features.meta, task.stratum_column), self._devices(features.meta)
@@ -186,7 +186,7 @@ class Predictor:
         unseen = self.oof_
         if machines.nunique() >= 2:  # a user brings one new device at a time: leave one out where affordable
             splits = folds(machines.reset_index(drop=True), self._n_folds(machines))
-            unseen, _ = self._out_of_fold(features, Y, splits, "unseen-device folds")
+            unseen, _ = self.out_of_fold(features, Y, splits, "unseen-device folds")
             self.calibration_.add("unseen", Y, unseen, row_strata)
             self.unseen_residuals_ = residual_table(task.targets, Y, unseen, devices)
         self._calibrate_siblings(features, Y, row_strata)
@@ -224,21 +224,29 @@ class Predictor:
         the devices of machines with at least two, held out a few devices at a time (at most the
         calibration folds) while every other row trains (an A100 80GB beside the A100 40GB errs less
         than a generation never seen)."""
-        machine, device = self.task.machine_column, self.task.device_column
-        if machine is None or device is None or machine == device:
+        shared, splits = self.sibling_splits(features.meta)
+        if not splits:
             return
-        devices, machines = features.meta[device].astype(str), features.meta[machine].astype(str)
-        shared = np.flatnonzero(machines.map(devices.groupby(machines).nunique()).to_numpy() >= 2)
-        if devices.iloc[shared].nunique() < 2:
-            return
-        splits = [
-            (np.setdiff1d(np.arange(len(Y)), shared[held]), shared[held])
-            for _, held in folds(devices.iloc[shared].reset_index(drop=True), self.calibration_folds)
-        ]
-        sibling, _ = self._out_of_fold(features, Y, splits, "sibling-device folds")
+        sibling, _ = self.out_of_fold(features, Y, splits, "sibling-device folds")
         self.calibration_.add("sibling", Y.iloc[shared], sibling.iloc[shared], row_strata[shared])
 
-    def _out_of_fold(
+    def sibling_splits(self, meta: pd.DataFrame) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """The rows of devices whose machine has at least two, and the folds that hold a few of those
+        devices out at a time while every other row trains (none where fewer than two such devices)."""
+        machine, device = self.task.machine_column, self.task.device_column
+        if machine is None or device is None or machine == device:
+            return np.array([], dtype=int), []
+        devices, machines = meta[device].astype(str), meta[machine].astype(str)
+        shared = np.flatnonzero(machines.map(devices.groupby(machines).nunique()).to_numpy() >= 2)
+        if devices.iloc[shared].nunique() < 2:
+            return shared, []
+        splits = [
+            (np.setdiff1d(np.arange(len(meta)), shared[held]), shared[held])
+            for _, held in folds(devices.iloc[shared].reset_index(drop=True), self.calibration_folds)
+        ]
+        return shared, splits
+
+    def out_of_fold(
         self, features: Features, Y: pd.DataFrame, splits: list[tuple[np.ndarray, np.ndarray]], label: str
     ) -> tuple[pd.DataFrame, np.ndarray]:
         """Estimates for the held-out rows of each split from a family fitted on its training rows (NaN
