@@ -29,8 +29,8 @@ test: $(STAMP)
 	mkdir -p .typecheck/preflight && for d in data features models service; do ln -sfn ../../$$d .typecheck/preflight/$$d; done
 	ln -sfn ../../service/library/__init__.py .typecheck/preflight/__init__.py
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p preflight
-	@# two processes, as CI has two cores; tests/conftest.py says which tests share one
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	@# two processes, as CI has two cores; tests/conftest.py says which tests share one; the 15 slowest listed
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 clean:
 	rm -rf $(VENV) .preflight .typecheck
