@@ -9,13 +9,10 @@ and gathered to its rows (one architecture, many devices). Hyperparameters keep 
 names (``hidden_channels``, ``num_layers``; ``in_channels`` is the graphs' node feature width).
 
 Where rows sharing a graph differ in values set on some of its nodes (``Graphs.slots``: a design's
-pragma values on the placeholder nodes of its kernel's program graph), each row reads the final
-states of its slot nodes joined with the values it sets there, through an MLP, summed and maxed over
-its slots. How the values meet the graph is ``fusion``: ``late`` (the default) embeds each distinct
-graph once all the same (message passing is shared by a kernel's designs, so an epoch costs the
-kernels, not the designs); ``early`` also writes each row's values on its slot nodes as extra node
-channels before message passing, so a pragma's value reaches the loop body it transforms (one graph
-per row: an epoch costs the designs' nodes).
+pragma values on the placeholder nodes of its kernel's program graph), the graph is embedded once per
+distinct graph all the same, and each row reads the final states of its slot nodes joined with the
+values it sets there, through an MLP, summed and maxed over its slots (late fusion: message passing
+is shared by a kernel's designs, so an epoch costs the kernels, not the designs).
 
 Each target is encoded on its declared scale and standardized (a binary target is left 0/1 and
 learned as a logit). The loss is a per-target MSE (the logistic loss for a binary target) over the
@@ -46,12 +43,8 @@ from preflight.models.families._neural import (
 
 #: Differences of standardized targets at which the ranking loss stops insisting on an order.
 RANK_TEMPERATURE = 0.1
-#: Rows per forward pass at prediction time (late fusion: a chunk embeds its distinct graphs; early: one
-#: graph per row, so fewer rows keep the node states of a chunk small).
-PREDICT_ROWS = {"late": 8192, "early": 512}
-#: Where a row's slot values meet its graph: read at the slot nodes after message passing (``late``:
-#: one pass per distinct graph) or written on them before it (``early``: one pass per row).
-FUSIONS = ("late", "early")
+#: Rows per forward pass at prediction time.
+PREDICT_ROWS = 8192
 #: Node feature width of the NAS op graphs, for GNNs saved before ``in_channels`` was.
 LEGACY_IN_CHANNELS = 19
 
@@ -120,23 +113,16 @@ def _network(
     return nn.ModuleDict(modules)
 
 
-def _forward(net, graphs: _Packed, rows: np.ndarray, context, early: bool = False):
-    """Standardized predictions for rows: their distinct graphs embedded once, then gathered; with
-    ``early`` fusion each row's graph is its own, its values written on its slot nodes before message
-    passing (``_with_values``).
+def _forward(net, graphs: _Packed, rows: np.ndarray, context):
+    """Standardized predictions for rows: their distinct graphs embedded once, then gathered.
 
     A layer is torch-geometric's ``GINConv`` (GIN-0: an MLP of the node plus the sum of its
     neighbours); the graph's embedding is the mean and the sum of its nodes."""
     import torch
     from torch_geometric.nn import global_add_pool, global_mean_pool
 
-    if early and graphs.slots is not None:
-        distinct, inverse = graphs.codes[rows], np.arange(len(rows))
-    else:
-        distinct, inverse = np.unique(graphs.codes[rows], return_inverse=True)
+    distinct, inverse = np.unique(graphs.codes[rows], return_inverse=True)
     h, edge_index, graph_of_node = graphs.select(distinct)
-    if early:
-        h = _with_values(h, graphs, distinct, rows)
     for conv in net["convs"]:
         h = torch.relu(conv(h, edge_index))
     size = len(distinct)
@@ -148,23 +134,6 @@ def _forward(net, graphs: _Packed, rows: np.ndarray, context, early: bool = Fals
         first = np.cumsum(graphs.nodes[distinct]) - graphs.nodes[distinct]  # each graph's first node
         parts.append(_read_slots(net["slots"], h, first[inverse], graphs.slots.take(rows)))
     return net["head"](torch.cat([*parts, context[rows]], dim=1))
-
-
-def _with_values(h, graphs: _Packed, distinct: np.ndarray, rows: np.ndarray):
-    """Node features ``h`` of the rows' own graphs (``distinct``: one per row) widened by the slot
-    channels: each row's values on its slot nodes, zero elsewhere (and everywhere on a graph without
-    slots)."""
-    import torch
-
-    width = 0 if graphs.slots is None else graphs.slots.values.shape[2]
-    extra = torch.zeros(len(h), width)
-    if graphs.slots is not None and graphs.slots.node.shape[1]:
-        slots = graphs.slots.take(rows)
-        first = np.cumsum(graphs.nodes[distinct]) - graphs.nodes[distinct]
-        row, slot = np.nonzero(slots.node >= 0)
-        at = torch.from_numpy(first[row] + slots.node[row, slot])
-        extra[at] = torch.from_numpy(slots.values[row, slot].astype(np.float32))
-    return torch.cat([h, extra], dim=1)
 
 
 def _read_slots(mlp, h, first: np.ndarray, slots: Slots):
@@ -226,11 +195,8 @@ class GnnFamily:
         learning_rate: float = 4e-3,
         weight_decay: float = 1e-5,
         rank_weight: float = 1.0,
-        fusion: str = "late",
         seed: int = 0,
     ) -> None:
-        if fusion not in FUSIONS:
-            raise UsageError(f"gnn fusion {fusion!r}: one of {', '.join(FUSIONS)}")
         self.targets, self.hidden_channels, self.num_layers = targets, hidden_channels, num_layers
         self.head_hidden, self.epochs, self.batch_size, self.learning_rate = (
             head_hidden,
@@ -238,17 +204,16 @@ class GnnFamily:
             batch_size,
             learning_rate,
         )
-        self.weight_decay, self.rank_weight, self.fusion, self.seed = weight_decay, rank_weight, fusion, seed
+        self.weight_decay, self.rank_weight, self.seed = weight_decay, rank_weight, seed
 
     def get_params(self) -> dict:
         names = ("hidden_channels", "num_layers", "head_hidden", "epochs", "batch_size", "learning_rate",
-                 "weight_decay", "rank_weight", "fusion", "seed")  # fmt: skip
+                 "weight_decay", "rank_weight", "seed")  # fmt: skip
         return {k: getattr(self, k) for k in names}
 
     def _build(self) -> None:
-        node_channels = self.in_channels_ + (self.slot_channels_ if self.fusion == "early" else 0)
         self.net_ = _network(
-            node_channels, len(self.context_.columns), len(self.scaled_targets_.encodings),
+            self.in_channels_, len(self.context_.columns), len(self.scaled_targets_.encodings),
             self.hidden_channels, self.num_layers, self.head_hidden, self.slot_channels_,
         )  # fmt: skip
 
@@ -276,7 +241,7 @@ class GnnFamily:
         is_logit = torch.from_numpy(self.scaled_targets_.is_logit)
 
         def batch_loss(batch: np.ndarray) -> torch.Tensor:
-            predicted = _forward(self.net_, graphs, batch, context, self.fusion == "early")
+            predicted = _forward(self.net_, graphs, batch, context)
             return _loss(predicted, Z[batch], weights[batch], setting[batch], self.rank_weight, is_logit)
 
         with torch_threads(1):
@@ -288,11 +253,8 @@ class GnnFamily:
 
         graphs = _Packed(features.graphs)
         context = torch.from_numpy(self.context_.transform(features.X))
-        early = self.fusion == "early"
         z = predict_in_chunks(
-            len(context),
-            PREDICT_ROWS[self.fusion],
-            lambda rows: _forward(self.net_, graphs, rows, context, early),
+            len(context), PREDICT_ROWS, lambda rows: _forward(self.net_, graphs, rows, context)
         )
         return self.scaled_targets_.decode(z, features)
 

@@ -4,12 +4,11 @@ multi-target."""
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from preflight.data.errors import UsageError
-from preflight.features import Features, Graphs, Slots
+from preflight.features import Features, Graphs
 from preflight.features.arch import architecture_in_context
 from preflight.models.core.targets import Target
-from preflight.models.families.gnn import GnnFamily, _Packed, _with_values
+from preflight.models.families.gnn import GnnFamily
 from scipy.stats import kendalltau
 
 NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
@@ -150,55 +149,3 @@ def test_any_graph_is_learned_not_only_architectures():
     predicted = family.fit(features, Y).predict(features)["latency_ms"]
     assert family.in_channels_ == 1
     assert kendalltau(predicted, Y["latency_ms"]).statistic > 0.9
-
-
-def slotted_chains(n_rows: int, seed: int) -> tuple[Features, pd.DataFrame]:
-    """Chains of 3 to 7 nodes whose first node is a slot a row sets a value on (a pragma's log2 factor):
-    the latency is the chain's length times 2 to the value, so the value and the graph must meet."""
-    rng = np.random.default_rng(seed)
-    lengths, value = rng.integers(3, 8, n_rows), rng.integers(0, 4, n_rows).astype(np.float32)
-    graphs = Graphs(
-        list(range(3, 8)),
-        lengths - 3,
-        lambda n: (
-            np.ones((n, 1), np.float32),
-            np.array([[*range(n - 1), *range(1, n)], [*range(1, n), *range(n - 1)]], dtype=np.int64),
-        ),
-        slots=Slots(np.zeros((n_rows, 1), np.int64), value[:, None, None]),
-    )
-    frame = pd.DataFrame(index=range(n_rows))
-    features = Features(
-        frame.assign(ctx_bias=1.0), pd.DataFrame({"latency_ms": np.nan}, index=frame.index), frame, graphs
-    )
-    return features, pd.DataFrame({"latency_ms": lengths * 2.0**value})
-
-
-def test_early_fusion_writes_a_rows_values_on_its_slot_nodes_only():
-    features, _ = slotted_chains(4, seed=0)
-    packed = _Packed(features.graphs)
-    nodes = packed.nodes[packed.codes]  # each row its own graph
-    h = _with_values(torch.ones(int(nodes.sum()), 1), packed, packed.codes, np.arange(4))
-    first = np.cumsum(nodes) - nodes
-    extra = h[:, 1].numpy()
-    np.testing.assert_array_equal(extra[first], features.graphs.slots.values[:, 0, 0])
-    assert (np.delete(extra, first) == 0).all() and h.shape[1] == 2
-
-
-def test_early_fusion_learns_what_a_value_does_to_its_graph(tmp_path):
-    features, Y = slotted_chains(300, seed=0)
-    train, test = np.arange(200), np.arange(200, 300)
-    params = {"targets": {"latency_ms": Target("ms")}, "epochs": 60, "hidden_channels": 16, "head_hidden": 16}
-    family = GnnFamily(fusion="early", **params).fit(
-        features.take(train), Y.iloc[train].reset_index(drop=True)
-    )
-    predicted = family.predict(features.take(test))["latency_ms"]
-    assert kendalltau(predicted, Y["latency_ms"].iloc[test]).statistic > 0.9
-    family.save(tmp_path / "gnn")
-    loaded = GnnFamily.load(tmp_path / "gnn")
-    assert loaded.get_params()["fusion"] == "early"
-    np.testing.assert_allclose(loaded.predict(features.take(test))["latency_ms"], predicted)
-
-
-def test_an_unknown_fusion_is_refused_by_name():
-    with pytest.raises(UsageError, match="late, early"):
-        GnnFamily(targets=TARGETS, fusion="middle")
