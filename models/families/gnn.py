@@ -12,7 +12,7 @@ Where rows sharing a graph differ in values set on some of its nodes (``Graphs.s
 pragma values on the placeholder nodes of its kernel's program graph), the graph is embedded once per
 distinct graph all the same, and each row reads the final states of its slot nodes joined with the
 values it sets there, through an MLP, summed and maxed over its slots (late fusion: message passing
-is shared by a kernel's designs, so an epoch costs the kernels, not the designs).
+is shared by a kernel's designs, so a minibatch costs its kernels, not its designs).
 
 Each target is encoded on its declared scale and standardized (a binary target is left 0/1 and
 learned as a logit). The loss is a per-target MSE (the logistic loss for a binary target) over the
