@@ -13,6 +13,7 @@ from preflight.data import sources
 from preflight.data.catalogue import Catalogue
 from preflight.data.settings import Settings
 from preflight.features import Features
+from preflight.features.gemm import LARGE_US
 from preflight.models.core.datasets import available_sources, task_data
 from preflight.models.core.predictor import Predictor
 from preflight.models.core.task import get_task
@@ -138,7 +139,7 @@ def test_a_larger_gemm_is_never_less_efficient_at_any_aspect(predictor, catalogu
         ignore_index=True,
     )
     features, estimates = _estimates(predictor, catalogue, items.drop(columns="aspect"))
-    large = features.reference["runtime_ms"].to_numpy() >= 0.1
+    large = features.reference["runtime_ms"].to_numpy() >= LARGE_US / 1e3
     items = items.assign(runtime_ms=estimates.value["runtime_ms"].to_numpy())[large]
     for _, series in items.groupby(["device", "dtype", "aspect", "trans_b"]):
         series = series.sort_values(["m", "n", "k"])
