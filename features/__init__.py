@@ -177,6 +177,37 @@ class Parts:
 
 
 @dataclass
+class Pieces:
+    """Smaller items that together do the work of an item (a GEMM as its halves along every side):
+    ``owner[i]`` the row of ``Features`` piece ``i`` stands in for, ``count[i]`` how many runs of it the
+    work takes, ``extra_ms[i]`` what joining them costs past their own time. A library can always run
+    the item that way, so no estimate of it need exceed ``count · estimate(piece) + extra_ms``."""
+
+    features: Features
+    owner: np.ndarray
+    count: np.ndarray
+    extra_ms: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Pieces:
+        """The pieces of ``rows`` (by position, repeats allowed), owned by their new positions."""
+        order, owner = _members(self.owner, np.asarray(rows, dtype=np.int64))
+        return Pieces(self.features.take(order), owner, self.count[order], self.extra_ms[order])
+
+    @staticmethod
+    def concat(pieces: list[Pieces | None], sizes: list[int]) -> Pieces | None:
+        offsets = np.cumsum([0, *sizes[:-1]])
+        kept = [(p, offset) for p, offset in zip(pieces, offsets) if p is not None]
+        if not kept:
+            return None
+        return Pieces(
+            concat([p.features for p, _ in kept]),
+            np.concatenate([p.owner + offset for p, offset in kept]),
+            np.concatenate([p.count for p, _ in kept]),
+            np.concatenate([p.extra_ms for p, _ in kept]),
+        )
+
+
+@dataclass
 class Features:
     """What a featurizer returns.
 
@@ -185,7 +216,8 @@ class Features:
     splits, the out-of-distribution envelope and few-shot adaptation use (the columns a Task names:
     device, groups, stratum); ``graphs`` and ``sequences`` the inputs of graph and sequence families;
     ``parts`` the parts of composite items; ``monotone`` the directions physics fixes, per target and
-    column of ``X`` (+1 rising, -1 falling), for families that can keep to them.
+    column of ``X`` (+1 rising, -1 falling), for families that can keep to them; ``pieces`` the smaller
+    items whose runs bound an item's time, for families that keep to that bound.
     """
 
     X: pd.DataFrame
@@ -195,6 +227,7 @@ class Features:
     sequences: Sequences | None = None
     parts: Parts | None = None
     monotone: dict[str, dict[str, int]] = field(default_factory=dict)
+    pieces: Pieces | None = None
 
     def take(self, index: np.ndarray | list[int]) -> Features:
         """Rows by position, as a new Features."""
@@ -211,6 +244,7 @@ class Features:
             None if self.sequences is None else self.sequences.take(index),
             None if self.parts is None else self.parts.take(index),
             self.monotone,
+            None if self.pieces is None else self.pieces.take(index),
         )
 
 
@@ -233,15 +267,16 @@ def concat(parts: list[Features]) -> Features:
 
     graphs = [p.graphs for p in parts if p.graphs is not None]
     sequences = [p.sequences for p in parts if p.sequences is not None]
-    pieces = [p.parts for p in parts if p.parts is not None]
+    composite = [p.parts for p in parts if p.parts is not None]
     return Features(
         stack("X"),
         stack("reference"),
         stack("meta"),
         Graphs.concat(graphs) if len(graphs) == len(parts) else None,
         Sequences.concat(sequences) if len(sequences) == len(parts) else None,
-        Parts.concat(pieces, [len(p.X) for p in parts]) if len(pieces) == len(parts) else None,
+        Parts.concat(composite, [len(p.X) for p in parts]) if len(composite) == len(parts) else None,
         parts[0].monotone,
+        Pieces.concat([p.pieces for p in parts], [len(p.X) for p in parts]),
     )
 
 

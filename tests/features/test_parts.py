@@ -1,6 +1,6 @@
 import numpy as np
 import pandas as pd
-from preflight.features import Parts, bare
+from preflight.features import Features, Parts, Pieces, bare, concat
 
 
 def parts() -> Parts:
@@ -36,3 +36,22 @@ def test_take_and_concat_keep_each_parts_gemm_kernels_with_it():
     assert both.frame["v"].to_numpy()[both.gemm_part].tolist() == [10, 10, 31]
     none = with_gemms().take(np.array([1])).gemms
     assert none is not None and none.X.empty
+
+
+def features_with_pieces() -> Features:
+    """Three items; the first has two pieces, the last one."""
+    items = bare(pd.DataFrame({"v": [1.0, 2.0, 3.0]}), "t")
+    pieces = bare(pd.DataFrame({"v": [0.5, 0.25, 1.5]}), "t")
+    items.pieces = Pieces(pieces, np.array([0, 0, 2]), np.array([8.0, 64.0, 8.0]), np.array([0.0, 1.0, 0.0]))
+    return items
+
+
+def test_take_and_concat_keep_each_items_pieces_with_it():
+    taken = features_with_pieces().take(np.array([2, 0]))
+    assert taken.pieces is not None
+    assert taken.pieces.owner.tolist() == [0, 1, 1]
+    assert taken.pieces.features.X["v"].tolist() == [1.5, 0.5, 0.25]
+    assert taken.pieces.count.tolist() == [8.0, 8.0, 64.0] and taken.pieces.extra_ms.tolist() == [0, 0, 1]
+    both = concat([bare(pd.DataFrame({"v": [9.0]}), "t"), features_with_pieces()])
+    assert both.pieces is not None and both.pieces.owner.tolist() == [1, 1, 3]
+    assert features_with_pieces().take(np.array([1])).pieces.features.X.empty
