@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
-from preflight.features import Features, device, distinct_rows, numbers
+from preflight.features import Features, Pieces, device, distinct_rows, numbers
 
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
@@ -220,13 +220,41 @@ def _strata(
 
 
 def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
-    """Features for canonical GEMM rows (loaders' tables or API items as rows).
+    """Features for canonical GEMM rows (loaders' tables or API items as rows), with the pieces of
+    each large GEMM (``_pieces``).
 
     Device facts enter only relative to the work (intensity over the ridge point, waves of output
     tiles over the compute units, working set over the cache, roofline time up to a saturation) or as
     dimensionless balance (the ridge point itself), so that a tree learns an efficiency that carries
     to hardware newer than any it was trained on; absolute spec values (peak, bandwidth, clock, SM
     count, year) would let it memorise the training devices instead. The shape's own sizes stay."""
+    features = _gemm_features(rows, catalogue)
+    features.pieces = _pieces(rows, features, catalogue)
+    return features
+
+
+def _pieces(rows: pd.DataFrame, features: Features, catalogue: Catalogue) -> Pieces | None:
+    """Each large GEMM (roofline past ``LARGE_US``) as its eighths, every side halved (rounded up),
+    which have pieces in turn while they are large (and not 1 × 1 × 1): a GEMM is never slower than
+    its pieces run one after the other, so a larger GEMM of an aspect is never less efficient than a
+    smaller one. Splitting K adds partial sums: each piece past a K-slice's first reads its output once
+    more, at its own memory time for that share of its traffic. None without a large GEMM."""
+    whole = {c: rows[c].to_numpy(dtype=float) for c in ("m", "n", "k")}
+    large = features.reference["runtime_ms"].to_numpy() * 1e3 >= LARGE_US
+    large = np.flatnonzero(large & (np.fmax(np.fmax(whole["m"], whole["n"]), whole["k"]) > 1))
+    if not len(large):
+        return None
+    whole = {c: v[large] for c, v in whole.items()}
+    side = {c: np.ceil(v / 2) for c, v in whole.items()}
+    pieces = gemm_on_device(rows.iloc[large].reset_index(drop=True).assign(**side), catalogue)
+    along = {c: np.ceil(whole[c] / side[c]) for c in whole}
+    m, n, k = side["m"], side["n"], side["k"]
+    rereads = (along["k"] - 1) * along["m"] * along["n"]
+    extra_ms = rereads * pieces.meta["memory_ms"].to_numpy() * m * n / (m * k + k * n + m * n)
+    return Pieces(pieces, large, along["m"] * along["n"] * along["k"], extra_ms)
+
+
+def _gemm_features(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
     b = rows["b"].fillna(1).to_numpy(dtype=float) if "b" in rows else np.ones(len(rows))
     dtype = rows["dtype"].astype(str).to_numpy()
