@@ -806,7 +806,19 @@ class PhysicsFamily:
 
     def predict(self, features: Features) -> pd.DataFrame:
         log_time = self._corrected(features, self._log_time(features, self._raw_log_g(features)))
-        return pd.DataFrame({self.target_name_: np.exp(log_time)}, index=features.X.index)
+        time = self._within_pieces(features, np.exp(log_time))
+        return pd.DataFrame({self.target_name_: time}, index=features.X.index)
+
+    def _within_pieces(self, features: Features, time: np.ndarray) -> np.ndarray:
+        """``time``, never past what running an item as its pieces would take (``Features.pieces``), as
+        the law has the pieces."""
+        pieces = features.pieces
+        if pieces is None:
+            return time
+        alone = self.predict(pieces.features)[self.target_name_].to_numpy()
+        bound = np.full(len(time), np.inf)
+        np.minimum.at(bound, pieces.owner, pieces.count * alone + pieces.extra_ms)
+        return np.minimum(time, bound)
 
     def _corrected(self, features: Features, log_time: np.ndarray) -> np.ndarray:
         """``log_time`` with each corrected unit's correction added (``adapt``), never faster than the
