@@ -178,10 +178,11 @@ class Parts:
 
 @dataclass
 class Pieces:
-    """Smaller items that together do the work of an item (a GEMM as its halves along every side):
-    ``owner[i]`` the row of ``Features`` piece ``i`` stands in for, ``count[i]`` how many runs of it the
-    work takes, ``extra_ms[i]`` what joining them costs past their own time. A library can always run
-    the item that way, so no estimate of it need exceed ``count · estimate(piece) + extra_ms``."""
+    """Other items that together do the work of an item (a GEMM as its halves along every side, or
+    padded into a larger one): ``owner[i]`` the row of ``Features`` piece ``i`` stands in for,
+    ``count[i]`` how many runs of it the work takes, ``extra_ms[i]`` what joining them costs past their
+    own time. A library can always run the item that way, so no estimate of it need exceed
+    ``count · estimate(piece) + extra_ms``."""
 
     features: Features
     owner: np.ndarray
@@ -216,7 +217,7 @@ class Features:
     splits, the out-of-distribution envelope and few-shot adaptation use (the columns a Task names:
     device, groups, stratum); ``graphs`` and ``sequences`` the inputs of graph and sequence families;
     ``parts`` the parts of composite items; ``monotone`` the directions physics fixes, per target and
-    column of ``X`` (+1 rising, -1 falling), for families that can keep to them; ``pieces`` the smaller
+    column of ``X`` (+1 rising, -1 falling), for families that can keep to them; ``pieces`` the other
     items whose runs bound an item's time, for families that keep to that bound.
     """
 

@@ -220,8 +220,8 @@ def _strata(
 
 
 def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
-    """Features for canonical GEMM rows (loaders' tables or API items as rows), with the pieces of
-    each large GEMM (``_pieces``).
+    """Features for canonical GEMM rows (loaders' tables or API items as rows), with the other GEMMs
+    a library could run each as (``_pieces``).
 
     Device facts enter only relative to the work (intensity over the ridge point, waves of output
     tiles over the compute units, working set over the cache, roofline time up to a saturation) or as
@@ -234,24 +234,32 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
 
 
 def _pieces(rows: pd.DataFrame, features: Features, catalogue: Catalogue) -> Pieces | None:
-    """Each large GEMM (roofline past ``LARGE_US``) as its eighths, every side halved (rounded up),
-    which have pieces in turn while they are large (and not 1 × 1 × 1): a GEMM is never slower than
-    its pieces run one after the other, so a larger GEMM of an aspect is never less efficient than a
-    smaller one. Splitting K adds partial sums: each piece past a K-slice's first reads its output once
-    more, at its own memory time for that share of its traffic. None without a large GEMM."""
+    """Other GEMMs a library could run each item as, so that no estimate need exceed theirs:
+
+    - a large GEMM (roofline past ``LARGE_US``, not 1 × 1 × 1) as its eighths, every side halved
+      (rounded up), run one after the other: a larger GEMM of an aspect is never less efficient than a
+      smaller one. Splitting K adds partial sums: each piece past a K-slice's first reads its output
+      once more, at its own memory time for that share of its traffic.
+    - a GEMM whose roofline is under its launch floor padded into its container, every side doubled:
+      a small GEMM is never slower than a larger one that contains it.
+
+    Pieces have pieces in turn (halves while large, containers while under the floor; a container's
+    roofline stays under ``LARGE_US``, so the two never meet). None where no row has any."""
     whole = {c: rows[c].to_numpy(dtype=float) for c in ("m", "n", "k")}
-    large = features.reference["runtime_ms"].to_numpy() * 1e3 >= LARGE_US
-    large = np.flatnonzero(large & (np.fmax(np.fmax(whole["m"], whole["n"]), whole["k"]) > 1))
-    if not len(large):
+    roofline_ms = np.fmax(features.meta["compute_ms"].to_numpy(), features.meta["memory_ms"].to_numpy())
+    floor_ms = launch_floor_ms(features.meta["device_kind"].to_numpy())
+    large = (roofline_ms * 1e3 >= LARGE_US) & (np.fmax(np.fmax(whole["m"], whole["n"]), whole["k"]) > 1)
+    halved, padded = np.flatnonzero(large), np.flatnonzero(roofline_ms < floor_ms)
+    if not len(halved) and not len(padded):
         return None
-    whole = {c: v[large] for c, v in whole.items()}
-    side = {c: np.ceil(v / 2) for c, v in whole.items()}
-    pieces = gemm_on_device(rows.iloc[large].reset_index(drop=True).assign(**side), catalogue)
-    along = {c: np.ceil(whole[c] / side[c]) for c in whole}
+    owner = np.concatenate([halved, padded])
+    side = {c: np.concatenate([np.ceil(v[halved] / 2), 2 * v[padded]]) for c, v in whole.items()}
+    pieces = gemm_on_device(rows.iloc[owner].reset_index(drop=True).assign(**side), catalogue)
+    along = {c: np.ceil(whole[c][owner] / side[c]) for c in whole}  # 1 for a container
     m, n, k = side["m"], side["n"], side["k"]
     rereads = (along["k"] - 1) * along["m"] * along["n"]
     extra_ms = rereads * pieces.meta["memory_ms"].to_numpy() * m * n / (m * k + k * n + m * n)
-    return Pieces(pieces, large, along["m"] * along["n"] * along["k"], extra_ms)
+    return Pieces(pieces, owner, along["m"] * along["n"] * along["k"], extra_ms)
 
 
 def _gemm_features(rows: pd.DataFrame, catalogue: Catalogue) -> Features:

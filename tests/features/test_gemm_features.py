@@ -179,8 +179,21 @@ def test_a_large_gemm_comes_with_its_halves_and_those_with_theirs(catalogue):
     assert levels == 3 and (level.reference["runtime_ms"] * 1e3 < gemm.LARGE_US).all()
 
 
-def test_a_small_gemm_or_a_batch_of_scalars_has_no_pieces(catalogue):
-    assert gemm.gemm_on_device(rows(m=64, n=64, k=64), catalogue).pieces is None
+def test_a_gemm_between_its_launch_floor_and_large_or_a_batch_of_scalars_has_no_pieces(catalogue):
+    assert gemm.gemm_on_device(rows(m=512, n=512, k=512), catalogue).pieces is None  # 29 µs
     scalars = rows(m=1, n=1, k=1).assign(b=2**30)
     assert gemm.gemm_on_device(scalars, catalogue).reference["runtime_ms"][0] * 1e3 >= gemm.LARGE_US
     assert gemm.gemm_on_device(scalars, catalogue).pieces is None
+
+
+def test_a_gemm_under_its_launch_floor_is_padded_into_containers_until_one_reaches_it(catalogue):
+    features = gemm.gemm_on_device(rows(m=64, n=64, k=64), catalogue)  # 0.06 µs, 0.45 µs, 3.6 µs
+    chain = []
+    while features.pieces is not None:
+        pieces = features.pieces
+        assert pieces.count.tolist() == [1.0] and pieces.extra_ms.tolist() == [0.0]
+        features = pieces.features
+        chain.append(features.X["m_log2"][0])
+    assert chain == [7.0, 8.0]
+    meta = features.meta
+    assert max(meta["compute_ms"][0], meta["memory_ms"][0]) >= gemm.LAUNCH_FLOOR_MS["gpu"]

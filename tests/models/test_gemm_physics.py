@@ -121,7 +121,7 @@ ASPECTS = (
     raises=AssertionError,
     reason="known miss: the shared shape tree reads whether a GEMM is compute-bound without a direction, "
     "so 86 of 2,640 series still fall where k = s/1024 crosses the ridge (docs/BENCHMARKS.md, issue 24, "
-    "twenty-sixth session); a direction, or leaving it out, costs the small-GEMM containment test",
+    "twenty-sixth and twenty-seventh sessions); leaving it out, even with containers, costs Titan Xp shots",
 )
 def test_a_larger_gemm_is_never_less_efficient_at_any_aspect(predictor, catalogue):
     """Past 100 µs of roofline, a GEMM grown at a fixed aspect and layout is never less efficient, on
@@ -163,11 +163,6 @@ def test_a_tiny_gemm_pays_the_launch_floor(predictor, catalogue):
     assert (estimates.low["runtime_ms"] >= 2e-3).all() and (estimates.value["runtime_ms"] >= 2e-3).all()
 
 
-#: How far above a 256³ GEMM's estimate one it contains may be (the padding law says never; the shape
-#: term at the launch floor still errs by up to 2.6x: docs/BENCHMARKS.md, issue 24, fourteenth session).
-CONTAINED = 3.0
-
-
 @pytest.fixture(scope="module")
 def champion() -> tuple[Predictor, Catalogue]:
     """The family as the embedded default trains it, on every shipped source (the Hopper sweeps' tiny
@@ -179,9 +174,11 @@ def champion() -> tuple[Predictor, Catalogue]:
     return Predictor(GEMM, "physics").fit(features, GEMM.target_frame(rows), groups), catalogue
 
 
-def test_a_gemm_is_never_far_slower_than_a_larger_one_that_contains_it(champion):
-    """A library could pad a small GEMM into a 256³ one; the latency of tiny GEMMs, read as a shape term,
-    made a 16³ fp32 GEMM 78x slower than 256³ on an RTX 4090 (2.4 ms)."""
+def test_a_gemm_is_never_slower_than_a_larger_one_that_contains_it(champion):
+    """A library could pad a small GEMM into a 256³ one (each under its launch floor is bounded by its
+    container, every side doubled). The latency of tiny GEMMs, read as a shape term, made a 16³ fp32
+    GEMM 78x slower than 256³ on an RTX 4090 (2.4 ms), and the shape term alone still erred by up to
+    2.6x at the launch floor."""
     shapes = [(1, 1, 1), (16, 16, 16), (64, 64, 64), (128, 128, 128), (256, 256, 256)]
     predictor, catalogue = champion
     items = _items(_gpus(catalogue), shapes)
@@ -190,7 +187,7 @@ def test_a_gemm_is_never_far_slower_than_a_larger_one_that_contains_it(champion)
         "ms", ["device", "dtype"], "m"
     )
     contained = table[[1, 16, 64, 128]].max(axis=1) / table[256]
-    assert (contained <= CONTAINED).all(), contained.sort_values().tail()
+    assert (contained <= 1 + 1e-9).all(), contained.sort_values().tail()
 
 
 def test_a_device_with_matrix_units_runs_fp16_no_slower_than_tf32_nor_tf32_than_fp32(champion):
