@@ -85,11 +85,13 @@ class Estimates:
         ]
 
     def note(self, rows: Iterable[int], *codes: str) -> None:
-        """Add notes (codes, after any the rows have) to some rows (positions)."""
+        """Add notes (codes, after any the rows have) to some rows (positions). A row's notes are
+        replaced, never changed in place, so rows that had none share one list of the codes."""
         if not self.notes:
-            self.notes = [[] for _ in range(len(self.reasons))]
+            self.notes = [[]] * len(self.reasons)
+        added = list(codes)
         for row in rows:
-            self.notes[row] = [*self.notes[row], *codes]
+            self.notes[row] = [*self.notes[row], *added] if self.notes[row] else added
 
     def take(self, rows: np.ndarray) -> Estimates:
         """The estimates of some rows (positions)."""
