@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from preflight.data.errors import DataError
-from preflight.features import Features, among, bare, distinct_rows, rows_of_each
+from preflight.features import Features, Pieces, among, bare, concat, distinct_rows, rows_of_each
 from preflight.features.gemm import HEADROOM, LAUNCH_FLOOR_MS
 from preflight.models.core.targets import Encoding, Target, encodings_from_state
 from preflight.models.families._shape_correction import ANCHOR_ROWS, MIN_SHOTS, Anchor, log_correction
@@ -238,6 +238,16 @@ def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.nda
         log_bound = np.logaddexp(NORM * log_compute, NORM * log_memory) / NORM
         q = np.exp(unit[:, 4])
         return np.logaddexp(q * unit[:, 2], q * (log_bound - np.exp(unit[:, 3]) * log_g)) / q
+
+
+def _within_pieces(time: np.ndarray, pieces: Pieces | None, alone: np.ndarray) -> np.ndarray:
+    """``time``, never past what running an item as its pieces would take, given each piece's own time
+    (``alone``)."""
+    if pieces is None:
+        return time
+    bound = np.full(len(time), np.inf)
+    np.minimum.at(bound, pieces.owner, pieces.count * alone + pieces.extra_ms)
+    return np.minimum(time, bound)
 
 
 def law_gradient(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
@@ -805,20 +815,18 @@ class PhysicsFamily:
         return out
 
     def predict(self, features: Features) -> pd.DataFrame:
-        log_time = self._corrected(features, self._log_time(features, self._raw_log_g(features)))
-        time = self._within_pieces(features, np.exp(log_time))
-        return pd.DataFrame({self.target_name_: time}, index=features.X.index)
-
-    def _within_pieces(self, features: Features, time: np.ndarray) -> np.ndarray:
-        """``time``, never past what running an item as its pieces would take (``Features.pieces``), as
-        the law has the pieces."""
-        pieces = features.pieces
-        if pieces is None:
-            return time
-        alone = self.predict(pieces.features)[self.target_name_].to_numpy()
-        bound = np.full(len(time), np.inf)
-        np.minimum.at(bound, pieces.owner, pieces.count * alone + pieces.extra_ms)
-        return np.minimum(time, bound)
+        """The law's time for each row, never past what running it as its pieces would take
+        (``Features.pieces``): every level of pieces is estimated in one pass, then each level bounds
+        the one above it, the deepest first."""
+        levels = [features]
+        while (pieces := levels[-1].pieces) is not None:
+            levels.append(pieces.features)
+        rows = concat([Features(f.X, f.reference, f.meta) for f in levels]) if len(levels) > 1 else features
+        alone = np.exp(self._corrected(rows, self._log_time(rows, self._raw_log_g(rows))))
+        times = np.split(alone, np.cumsum([len(f.X) for f in levels])[:-1])
+        for level in range(len(levels) - 2, -1, -1):
+            times[level] = _within_pieces(times[level], levels[level].pieces, times[level + 1])
+        return pd.DataFrame({self.target_name_: times[0]}, index=features.X.index)
 
     def _corrected(self, features: Features, log_time: np.ndarray) -> np.ndarray:
         """``log_time`` with each corrected unit's correction added (``adapt``), never faster than the
