@@ -8,6 +8,7 @@ single-item request pays for this on every call.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -228,12 +229,75 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     dimensionless balance (the ridge point itself), so that a tree learns an efficiency that carries
     to hardware newer than any it was trained on; absolute spec values (peak, bandwidth, clock, SM
     count, year) would let it memorise the training devices instead. The shape's own sizes stay."""
-    features = _gemm_features(rows, catalogue)
-    features.pieces = _pieces(rows, features, catalogue)
+    return _with_pieces(_Items.of(rows, catalogue))
+
+
+@dataclass(frozen=True)
+class _Items:
+    """GEMM items as arrays, one per column: their own fields and what each one's device and dtype fix,
+    read off its spec sheet once. A piece is its owner with other sides, so it takes its owner's
+    (``pieces``), never looking them up again."""
+
+    columns: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame, catalogue: Catalogue) -> _Items:
+        dtype = rows["dtype"].astype(str).to_numpy()
+        math_dtype = (
+            rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype
+        )
+        device_index, specs = _devices(rows["device"].to_numpy(), catalogue)
+        peak, peak_is_fallback = _peaks(specs, device_index, math_dtype)
+        kinds = np.array([s.kind for s in specs], dtype=object)[device_index]
+        dies = np.array([s.dies or 1 for s in specs], dtype=float)[device_index]
+        spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
+        kernel = rows["kernel"].astype(str).to_numpy() if "kernel" in rows else np.full(len(rows), "")
+        return cls(
+            {
+                **{c: rows[c].to_numpy(dtype=float) for c in ("m", "n", "k", "trans_a", "trans_b")},
+                "b": rows["b"].fillna(1).to_numpy(dtype=float) if "b" in rows else np.ones(len(rows)),
+                **{f"kernel_{f}": numbers(rows, f) for f in KERNEL_FIELDS},
+                "kernel": kernel,
+                "dtype": dtype,
+                "math_dtype": math_dtype,
+                **spec,
+                "peak": peak * 1e12,
+                "peak_is_fallback": peak_is_fallback,
+                "matrix": _matrix_units(specs, device_index, math_dtype),
+                "vector_peak": _peaks(specs, device_index, np.full(len(rows), Dtype.fp32.value))[0],
+                "kind": kinds,
+                # one GEMM runs on one die of a multi-die board
+                "bandwidth": spec["memory_bandwidth_gbs"] * 1e9 / dies,
+                "element_bytes": _each(dtype, lambda d: BYTES_PER_ELEMENT[Dtype(d)], float),
+                "dtype_code": _each(dtype, _DTYPE_CODES.__getitem__, int),
+                "math_dtype_code": _each(math_dtype, _DTYPE_CODES.__getitem__, int),
+                "device_kind": device.kind_codes(specs)[device_index],
+                "vendor": device.vendor_codes(specs)[device_index],
+                "floor_ms": launch_floor_ms(kinds),
+                **{
+                    f"meta_{name}": np.array([value(s) for s in specs], dtype=object)[device_index]
+                    for name, value in _META.items()
+                },
+                "working_dtype": _working_dtypes(specs, device_index, math_dtype),
+            }
+        )
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.columns[column]
+
+    def pieces(self, owner: np.ndarray, sides: dict[str, np.ndarray]) -> _Items:
+        """The items of ``owner`` (positions) with the ``sides`` given (``m``, ``n``, ``k``)."""
+        return _Items({c: v[owner] for c, v in self.columns.items()} | sides)
+
+
+def _with_pieces(items: _Items) -> Features:
+    """The items' features, with their pieces'."""
+    features = _gemm_features(items)
+    features.pieces = _pieces(items, features)
     return features
 
 
-def _pieces(rows: pd.DataFrame, features: Features, catalogue: Catalogue) -> Pieces | None:
+def _pieces(items: _Items, features: Features) -> Pieces | None:
     """Other GEMMs a library could run each item as, so that no estimate need exceed theirs:
 
     - a large GEMM (roofline past ``LARGE_US``, not 1 × 1 × 1) as its eighths, every side halved
@@ -245,16 +309,15 @@ def _pieces(rows: pd.DataFrame, features: Features, catalogue: Catalogue) -> Pie
 
     Pieces have pieces in turn (halves while large, containers while under the floor; a container's
     roofline stays under ``LARGE_US``, so the two never meet). None where no row has any."""
-    whole = {c: rows[c].to_numpy(dtype=float) for c in ("m", "n", "k")}
+    whole = {c: items[c] for c in ("m", "n", "k")}
     roofline_ms = np.fmax(features.meta["compute_ms"].to_numpy(), features.meta["memory_ms"].to_numpy())
-    floor_ms = launch_floor_ms(features.meta["device_kind"].to_numpy())
     large = (roofline_ms * 1e3 >= LARGE_US) & (np.fmax(np.fmax(whole["m"], whole["n"]), whole["k"]) > 1)
-    halved, padded = np.flatnonzero(large), np.flatnonzero(roofline_ms < floor_ms)
+    halved, padded = np.flatnonzero(large), np.flatnonzero(roofline_ms < items["floor_ms"])
     if not len(halved) and not len(padded):
         return None
     owner = np.concatenate([halved, padded])
     side = {c: np.concatenate([np.ceil(v[halved] / 2), 2 * v[padded]]) for c, v in whole.items()}
-    pieces = gemm_on_device(rows.iloc[owner].reset_index(drop=True).assign(**side), catalogue)
+    pieces = _with_pieces(items.pieces(owner, side))
     along = {c: np.ceil(whole[c][owner] / side[c]) for c in whole}  # 1 for a container
     m, n, k = side["m"], side["n"], side["k"]
     rereads = (along["k"] - 1) * along["m"] * along["n"]
@@ -262,35 +325,21 @@ def _pieces(rows: pd.DataFrame, features: Features, catalogue: Catalogue) -> Pie
     return Pieces(pieces, owner, along["m"] * along["n"] * along["k"], extra_ms)
 
 
-def _gemm_features(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
-    m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
-    b = rows["b"].fillna(1).to_numpy(dtype=float) if "b" in rows else np.ones(len(rows))
-    dtype = rows["dtype"].astype(str).to_numpy()
-    math_dtype = (
-        rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype
-    )
-    device_index, specs = _devices(rows["device"].to_numpy(), catalogue)
-    spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
-    peak, peak_is_fallback = _peaks(specs, device_index, math_dtype)
-    peak = peak * 1e12
-    matrix = _matrix_units(specs, device_index, math_dtype)
-    vector_peak, _ = _peaks(specs, device_index, np.full(len(rows), Dtype.fp32.value))
-    kinds = np.array([s.kind for s in specs], dtype=object)[device_index]
-    dies = np.array([s.dies or 1 for s in specs], dtype=float)[device_index]
-    bandwidth = spec["memory_bandwidth_gbs"] * 1e9 / dies  # one GEMM runs on one die of a multi-die board
-    element_bytes = _each(dtype, lambda d: BYTES_PER_ELEMENT[Dtype(d)], float)
+def _gemm_features(items: _Items) -> Features:
+    m, n, k, b = (items[c] for c in ("m", "n", "k", "b"))
+    peak, bandwidth, element_bytes = items["peak"], items["bandwidth"], items["element_bytes"]
     flops = 2 * b * m * n * k
     # inputs read once, the output written once in the operands' type: the least a library moves (an
     # fp16 GEMM writing fp32 moves more), so the roofline stays a limit (H200 fp16 runs at 0.73 of the
     # bound that counted a 4-byte output)
     traffic = b * element_bytes * (m * k + k * n + m * n)
-    llc_bytes = spec["llc_mb"] * 2**20
+    llc_bytes = items["llc_mb"] * 2**20
     # a working set that fits the last-level cache streams from it, faster than from DRAM
     cached = np.nan_to_num(traffic / b) <= np.nan_to_num(llc_bytes)
     compute_s, memory_s = flops / peak, traffic / (bandwidth * np.where(cached, CACHE_SPEEDUP, 1.0))
     roofline_ms = np.maximum(compute_s, memory_s) * 1e3
-    units = spec["compute_units"]
-    kernel = {f: numbers(rows, f) for f in KERNEL_FIELDS}
+    units = items["compute_units"]
+    kernel = {f: items[f"kernel_{f}"] for f in KERNEL_FIELDS}
     tile_m, tile_n = _library_tile(m), _library_tile(n)
     tile_flops, tile_bytes = (
         2 * tile_m * tile_n * k,
@@ -312,16 +361,16 @@ def _gemm_features(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             # the device's balance (FLOP per byte at its ridge point): a dimensionless property, and the
             # handle by which measurements of one device adapt the model to it (few-shot refits)
             "ridge_log2": np.log2(peak / bandwidth),
-            "dtype": _each(dtype, _DTYPE_CODES.__getitem__, int),
-            "math_dtype": _each(math_dtype, _DTYPE_CODES.__getitem__, int),
+            "dtype": items["dtype_code"],
+            "math_dtype": items["math_dtype_code"],
             "element_bytes": element_bytes,
             "batched": (b > 1).astype(float),
-            "trans_a": rows["trans_a"].to_numpy(dtype=float),
-            "trans_b": rows["trans_b"].to_numpy(dtype=float),
-            "peak_is_fallback": peak_is_fallback,
+            "trans_a": items["trans_a"],
+            "trans_b": items["trans_b"],
+            "peak_is_fallback": items["peak_is_fallback"],
             "bound_by_compute": (compute_s >= memory_s).astype(float),
-            "device_kind": device.kind_codes(specs)[device_index],
-            "vendor": device.vendor_codes(specs)[device_index],
+            "device_kind": items["device_kind"],
+            "vendor": items["vendor"],
             "library_tile_m_log2": np.log2(tile_m),
             "library_tile_n_log2": np.log2(tile_n),
             **{f"library_{name}": v for name, v in _quantization(b, m, n, tile_m, tile_n, units).items()},
@@ -333,27 +382,26 @@ def _gemm_features(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
             **{f"kernel_{name}": v for name, v in _tiling(kernel, element_bytes).items()},
         }
     )
-    limit_ms = np.maximum(roofline_ms, launch_floor_ms(kinds))
+    limit_ms = np.maximum(roofline_ms, items["floor_ms"])
     reference = pd.DataFrame(
-        {"runtime_ms": limit_ms, "power_w": spec["tdp_w"], "energy_j": roofline_ms * spec["tdp_w"] / 1e3}
+        {"runtime_ms": limit_ms, "power_w": items["tdp_w"], "energy_j": roofline_ms * items["tdp_w"] / 1e3}
     )
     meta = pd.DataFrame(
         {
-            **{
-                name: np.array([value(s) for s in specs], dtype=object)[device_index]
-                for name, value in _META.items()
-            },
+            **{name: items[f"meta_{name}"] for name in _META},
             "shape": _shapes(b, m, n, k),
-            "kernel": rows["kernel"].astype(str).to_numpy() if "kernel" in rows else "",
-            "dtype": dtype,
-            "stratum": _strata(kinds, np.isnan(kernel["block_m"]), roofline_ms, matrix),
+            "kernel": items["kernel"],
+            "dtype": items["dtype"],
+            "stratum": _strata(items["kind"], np.isnan(kernel["block_m"]), roofline_ms, items["matrix"]),
             # the performance law's terms, for the physics family
             "compute_ms": compute_s * 1e3,
             "memory_ms": memory_s * 1e3,
-            "matrix_units": matrix,
-            HEADROOM: power_headroom_log2(spec["tdp_w"], peak / 1e12, vector_peak, spec["year"], matrix),
-            "math_dtype": math_dtype,
-            "working_dtype": _working_dtypes(specs, device_index, math_dtype),
+            "matrix_units": items["matrix"],
+            HEADROOM: power_headroom_log2(
+                items["tdp_w"], peak / 1e12, items["vector_peak"], items["year"], items["matrix"]
+            ),
+            "math_dtype": items["math_dtype"],
+            "working_dtype": items["working_dtype"],
         }
     )
     return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)
