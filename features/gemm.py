@@ -242,6 +242,7 @@ class _Items:
 
     @classmethod
     def of(cls, rows: pd.DataFrame, catalogue: Catalogue) -> _Items:
+        """From canonical GEMM rows, each distinct device resolved once."""
         dtype = rows["dtype"].astype(str).to_numpy()
         math_dtype = (
             rows["math_dtype"].fillna(rows["dtype"]).astype(str).to_numpy() if "math_dtype" in rows else dtype

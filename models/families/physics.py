@@ -190,13 +190,16 @@ class Unit:
 
 
 def units(meta: pd.DataFrame) -> np.ndarray:
-    """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``)."""
-    return (meta["device_id"].astype(str) + "/" + meta[WORKING].astype(str)).to_numpy()
+    """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``), spelt once per
+    distinct unit."""
+    index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
+    head = meta.iloc[first]
+    return (head["device_id"].astype(str) + "/" + head[WORKING].astype(str)).to_numpy()[index]
 
 
 def _rows_of_each_design(meta: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
     """The rows of each compute-unit design (``COMPUTE_UNIT``) and working dtype: siblings' units."""
-    return rows_of_each(meta[COMPUTE_UNIT].astype(str).to_numpy(), meta[WORKING].astype(str).to_numpy())
+    return rows_of_each(meta[COMPUTE_UNIT].astype(str), meta[WORKING].astype(str))
 
 
 def shape_group(meta: pd.DataFrame) -> np.ndarray:
@@ -704,7 +707,7 @@ class PhysicsFamily:
         adapted, else fitted in training, else the prior (fitted on the raw parameters of the training
         units) moved by the measured deviation of the same device's, or else the same architecture's,
         units of its class (vector or matrix), then bounded."""
-        index, first = distinct_rows(*(meta[c].to_numpy() for c in ("device_id", WORKING)))
+        index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
         head = meta.iloc[first]
         distinct = units(head)
         prior, trees = self._prior(head), self._tree_names(head)
@@ -806,7 +809,7 @@ class PhysicsFamily:
         if not self.sibling_corrections_:
             return out
         meta = features.meta
-        index, first = distinct_rows(*(meta[c].to_numpy() for c in ("device_id", WORKING)))
+        index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
         unmeasured = ~among(units(meta.iloc[first]), list(self.units_))[index]
         for key, rows in _rows_of_each_design(meta).items():
             tree, rows = self.sibling_corrections_.get(key), rows[unmeasured[rows]]
