@@ -243,11 +243,9 @@ def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.nda
         return np.logaddexp(q * unit[:, 2], q * (log_bound - np.exp(unit[:, 3]) * log_g)) / q
 
 
-def _within_pieces(time: np.ndarray, pieces: Pieces | None, alone: np.ndarray) -> np.ndarray:
+def _within_pieces(time: np.ndarray, pieces: Pieces, alone: np.ndarray) -> np.ndarray:
     """``time``, never past what running an item as its pieces would take, given each piece's own time
     (``alone``)."""
-    if pieces is None:
-        return time
     bound = np.full(len(time), np.inf)
     np.minimum.at(bound, pieces.owner, pieces.count * alone + pieces.extra_ms)
     return np.minimum(time, bound)
@@ -821,14 +819,15 @@ class PhysicsFamily:
         """The law's time for each row, never past what running it as its pieces would take
         (``Features.pieces``): every level of pieces is estimated in one pass, then each level bounds
         the one above it, the deepest first."""
-        levels = [features]
-        while (pieces := levels[-1].pieces) is not None:
-            levels.append(pieces.features)
-        rows = concat([Features(f.X, f.reference, f.meta) for f in levels]) if len(levels) > 1 else features
+        levels, pieces = [features], []  # pieces[i]: the pieces of levels[i], whose rows are levels[i + 1]
+        while (below := levels[-1].pieces) is not None:
+            pieces.append(below)
+            levels.append(below.features)
+        rows = concat([Features(f.X, f.reference, f.meta) for f in levels]) if pieces else features
         alone = np.exp(self._corrected(rows, self._log_time(rows, self._raw_log_g(rows))))
         times = np.split(alone, np.cumsum([len(f.X) for f in levels])[:-1])
-        for level in range(len(levels) - 2, -1, -1):
-            times[level] = _within_pieces(times[level], levels[level].pieces, times[level + 1])
+        for level in reversed(range(len(pieces))):
+            times[level] = _within_pieces(times[level], pieces[level], times[level + 1])
         return pd.DataFrame({self.target_name_: times[0]}, index=features.X.index)
 
     def _corrected(self, features: Features, log_time: np.ndarray) -> np.ndarray:
