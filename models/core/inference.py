@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue
 from preflight.data.errors import UnknownDevice, UsageError
-from preflight.features import Features
+from preflight.features import Features, rows_of_each
 from preflight.models.core.predictor import Estimates, Predictor
 from preflight.models.core.task import Task
 
@@ -46,18 +46,14 @@ def predict_rows(
         raise exc.at([int(i) for i in carrying]) from None
     estimates = predictor.predict(features, coverage)
     if "device" in rows:
-        _note_ambiguous_devices(rows["device"].to_numpy(), catalogue, estimates)
+        _note_ambiguous_devices(rows["device"], catalogue, estimates)
     return Prediction(features, estimates)
 
 
-def _note_ambiguous_devices(names: np.ndarray, catalogue: Catalogue, estimates: Estimates) -> None:
+def _note_ambiguous_devices(names: pd.Series, catalogue: Catalogue, estimates: Estimates) -> None:
     """Notes ``ambiguous:NAME=ID`` where a device name fits several devices: ``H100`` is answered for
     the SXM5, as the data sets that write it mean, and a user choosing between it and the PCIe card
-    must see which."""
-    rows_of: dict[str, list[int]] = {}
-    for row, name in enumerate(names):
-        if isinstance(name, str) and name:
-            rows_of.setdefault(name, []).append(row)
-    for name, rows in rows_of.items():
-        if catalogue.fits_several(name):
-            estimates.note(rows, f"ambiguous:{name}={catalogue.resolve(name).id}")
+    must see which (each distinct name looked up once)."""
+    for name, rows in rows_of_each(names).items():
+        if isinstance(name, str) and name and catalogue.fits_several(name):
+            estimates.note(rows.tolist(), f"ambiguous:{name}={catalogue.resolve(name).id}")
