@@ -295,6 +295,13 @@ def among(values: np.ndarray, allowed: Sequence[Hashable] | np.ndarray) -> np.nd
     return np.isin(np.asarray(distinct), np.asarray(list(allowed), dtype=object))[index]
 
 
+def labels(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """The values as the array a frame's column of them would hold (pandas' string array for strings),
+    each distinct value converted once: converting every string to Arrow costs more than the lookup."""
+    codes, distinct = pd.factorize(values, use_na_sentinel=False)
+    return pd.Series(distinct, copy=False).array.take(codes)
+
+
 def distinct_rows(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Each row's code for its combination of values across ``columns``, numbered in order of first
     appearance, and the first row of each combination (hashing integer codes column by column: a

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
-from preflight.features import Features, Pieces, device, distinct_rows, numbers
+from preflight.features import Features, Pieces, device, distinct_rows, labels, numbers
 
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
@@ -160,14 +160,14 @@ def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> 
     return np.array([function(v) for v in distinct], dtype=dtype)[index]
 
 
-def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> pd.api.extensions.ExtensionArray:
     """``MxNxK``, or ``BxMxNxK`` for a batch of more than one (spelt once per distinct shape)."""
     index, first = distinct_rows(b, m, n, k)
     spelt = [
         "x".join(f"{d:.0f}" for d in (dims if dims[0] > 1 else dims[1:]))  # "nan" for a gap
         for dims in zip(b[first], m[first], n[first], k[first])
     ]
-    return np.array(spelt, dtype=str)[index]
+    return pd.Series(spelt, dtype=str).array.take(index)
 
 
 def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
@@ -209,15 +209,18 @@ def power_headroom_log2(
 
 def _strata(
     kinds: np.ndarray, library: np.ndarray, roofline_ms: np.ndarray, matrix: np.ndarray
-) -> np.ndarray:
+) -> pd.api.extensions.ExtensionArray:
     """Calibration strata, parent first (``gpu.library.large.matrix``): each kind of device errs
     differently, tuned-kernel sweeps differently from library calls, a large GEMM (its error is the
     device's efficiency) less than a small one (launch and shape effects), and matrix units (never
     measured in the shipped data) differently from vector units."""
-    source = np.where(library, ".library", ".kernel")
-    size = np.where(roofline_ms * 1e3 >= LARGE_US, ".large", ".small")
-    units = np.where(matrix > 0, ".matrix", "")
-    return np.char.add(np.char.add(np.char.add(kinds.astype(str), source), size), units)
+    large, on_matrix = roofline_ms * 1e3 >= LARGE_US, matrix > 0
+    index, first = distinct_rows(kinds, library, large, on_matrix)
+    spelt = [
+        f"{kind}{'.library' if lib else '.kernel'}{'.large' if big else '.small'}{'.matrix' if units else ''}"
+        for kind, lib, big, units in zip(kinds[first], library[first], large[first], on_matrix[first])
+    ]
+    return pd.Series(spelt, dtype=str).array.take(index)
 
 
 def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
@@ -236,9 +239,12 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
 class _Items:
     """GEMM items as arrays, one per column: their own fields and what each one's device and dtype fix,
     read off its spec sheet once. A piece is its owner with other sides, so it takes its owner's
-    (``pieces``), never looking them up again."""
+    (``pieces``), never looking them up again. The ``names`` that the features' ``meta`` carries as
+    they are (device, dtype, kernel) are held as a frame's columns hold them, so that a level of
+    pieces takes them rather than converting their strings again."""
 
     columns: dict[str, np.ndarray]
+    names: dict[str, pd.api.extensions.ExtensionArray]
 
     @classmethod
     def of(cls, rows: pd.DataFrame, catalogue: Catalogue) -> _Items:
@@ -253,14 +259,21 @@ class _Items:
         dies = np.array([s.dies or 1 for s in specs], dtype=float)[device_index]
         spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
         kernel = rows["kernel"].astype(str).to_numpy() if "kernel" in rows else np.full(len(rows), "")
+        names = {
+            **{
+                name: labels(np.array([value(s) for s in specs], dtype=object))[device_index]
+                for name, value in _META.items()
+            },
+            "kernel": labels(kernel),
+            "dtype": labels(dtype),
+            "math_dtype": labels(math_dtype),
+            "working_dtype": labels(_working_dtypes(specs, device_index, math_dtype)),
+        }
         return cls(
             {
                 **{c: rows[c].to_numpy(dtype=float) for c in ("m", "n", "k", "trans_a", "trans_b")},
                 "b": rows["b"].fillna(1).to_numpy(dtype=float) if "b" in rows else np.ones(len(rows)),
                 **{f"kernel_{f}": numbers(rows, f) for f in KERNEL_FIELDS},
-                "kernel": kernel,
-                "dtype": dtype,
-                "math_dtype": math_dtype,
                 **spec,
                 "peak": peak * 1e12,
                 "peak_is_fallback": peak_is_fallback,
@@ -275,12 +288,8 @@ class _Items:
                 "device_kind": device.kind_codes(specs)[device_index],
                 "vendor": device.vendor_codes(specs)[device_index],
                 "floor_ms": launch_floor_ms(kinds),
-                **{
-                    f"meta_{name}": np.array([value(s) for s in specs], dtype=object)[device_index]
-                    for name, value in _META.items()
-                },
-                "working_dtype": _working_dtypes(specs, device_index, math_dtype),
-            }
+            },
+            names,
         )
 
     def __getitem__(self, column: str) -> np.ndarray:
@@ -288,7 +297,10 @@ class _Items:
 
     def pieces(self, owner: np.ndarray, sides: dict[str, np.ndarray]) -> _Items:
         """The items of ``owner`` (positions) with the ``sides`` given (``m``, ``n``, ``k``)."""
-        return _Items({c: v[owner] for c, v in self.columns.items()} | sides)
+        return _Items(
+            {c: v[owner] for c, v in self.columns.items()} | sides,
+            {c: v.take(owner) for c, v in self.names.items()},
+        )
 
 
 def _with_pieces(items: _Items) -> Features:
@@ -389,10 +401,10 @@ def _gemm_features(items: _Items) -> Features:
     )
     meta = pd.DataFrame(
         {
-            **{name: items[f"meta_{name}"] for name in _META},
+            **{name: items.names[name] for name in _META},
             "shape": _shapes(b, m, n, k),
-            "kernel": items["kernel"],
-            "dtype": items["dtype"],
+            "kernel": items.names["kernel"],
+            "dtype": items.names["dtype"],
             "stratum": _strata(items["kind"], np.isnan(kernel["block_m"]), roofline_ms, items["matrix"]),
             # the performance law's terms, for the physics family
             "compute_ms": compute_s * 1e3,
@@ -401,8 +413,8 @@ def _gemm_features(items: _Items) -> Features:
             HEADROOM: power_headroom_log2(
                 items["tdp_w"], peak / 1e12, items["vector_peak"], items["year"], items["matrix"]
             ),
-            "math_dtype": items["math_dtype"],
-            "working_dtype": items["working_dtype"],
+            "math_dtype": items.names["math_dtype"],
+            "working_dtype": items.names["working_dtype"],
         }
     )
     return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)

@@ -1,6 +1,6 @@
 import numpy as np
 import pandas as pd
-from preflight.features import among, distinct_rows, rows_of_each
+from preflight.features import among, distinct_rows, labels, rows_of_each
 
 
 def test_rows_of_each_value_in_order_of_first_appearance_missing_values_one_group():
@@ -24,3 +24,15 @@ def test_distinct_rows_codes_combinations_and_among_matches_by_hash():
     index, first = distinct_rows(np.array([1, 2, 1, 2]), np.array(["x", "y", "x", "x"], dtype=object))
     assert index.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]
     assert among(np.array(["a", "b", "c"], dtype=object), ["c", "a"]).tolist() == [True, False, True]
+
+
+def test_labels_are_the_column_a_frame_of_the_values_holds():
+    for values in (
+        np.array(["gpu", "cpu", "gpu", "tpu"], dtype=object),
+        np.array(["fp16", "fp32", "fp16"]),  # NumPy's own strings
+        np.array(["a", None, "b", None], dtype=object),
+        np.array([], dtype=object),
+    ):
+        expected = pd.DataFrame({"v": values})["v"]
+        found = pd.DataFrame({"v": labels(values)})["v"]
+        pd.testing.assert_series_equal(found, expected)
