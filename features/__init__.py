@@ -295,11 +295,25 @@ def among(values: np.ndarray, allowed: Sequence[Hashable] | np.ndarray) -> np.nd
     return np.isin(np.asarray(distinct), np.asarray(list(allowed), dtype=object))[index]
 
 
-def labels(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """The values as the array a frame's column of them would hold (pandas' string array for strings),
-    each distinct value converted once: converting every string to Arrow costs more than the lookup."""
-    codes, distinct = pd.factorize(values, use_na_sentinel=False)
-    return pd.Series(distinct, copy=False).array.take(codes)
+#: From how many rows on ``labels`` gives pandas' own array (below, a frame converts a few strings
+#: faster than such an array is indexed).
+LABELS_FROM_ROWS = 1_000
+
+
+def labels(
+    values: Sequence[Hashable] | np.ndarray, index: np.ndarray | None = None
+) -> np.ndarray | pd.api.extensions.ExtensionArray:
+    """``values[index]`` (the values themselves without ``index``) as the array a frame's column of
+    them would hold (pandas' string array for strings), each distinct value converted once, where there
+    are many rows: the frames built from parts of it then take it rather than converting its strings
+    again. A few rows stay a NumPy array."""
+    if index is None:
+        if len(values) < LABELS_FROM_ROWS:
+            return np.asarray(values)
+        index, values = pd.factorize(np.asarray(values), use_na_sentinel=False)
+    if len(index) < LABELS_FROM_ROWS:
+        return np.asarray(values, dtype=object)[index]
+    return pd.Series(values, copy=False).array.take(index)
 
 
 def distinct_rows(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:

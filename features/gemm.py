@@ -160,14 +160,16 @@ def _each(values: np.ndarray, function: Callable[[str], float], dtype: type) -> 
     return np.array([function(v) for v in distinct], dtype=dtype)[index]
 
 
-def _shapes(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> pd.api.extensions.ExtensionArray:
+def _shapes(
+    b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray
+) -> np.ndarray | pd.api.extensions.ExtensionArray:
     """``MxNxK``, or ``BxMxNxK`` for a batch of more than one (spelt once per distinct shape)."""
     index, first = distinct_rows(b, m, n, k)
     spelt = [
         "x".join(f"{d:.0f}" for d in (dims if dims[0] > 1 else dims[1:]))  # "nan" for a gap
         for dims in zip(b[first], m[first], n[first], k[first])
     ]
-    return pd.Series(spelt, dtype=str).array.take(index)
+    return labels(spelt, index)
 
 
 def _matrix_units(specs: list[DeviceSpec], device_index: np.ndarray, math_dtype: np.ndarray) -> np.ndarray:
@@ -209,18 +211,15 @@ def power_headroom_log2(
 
 def _strata(
     kinds: np.ndarray, library: np.ndarray, roofline_ms: np.ndarray, matrix: np.ndarray
-) -> pd.api.extensions.ExtensionArray:
+) -> np.ndarray:
     """Calibration strata, parent first (``gpu.library.large.matrix``): each kind of device errs
     differently, tuned-kernel sweeps differently from library calls, a large GEMM (its error is the
     device's efficiency) less than a small one (launch and shape effects), and matrix units (never
     measured in the shipped data) differently from vector units."""
-    large, on_matrix = roofline_ms * 1e3 >= LARGE_US, matrix > 0
-    index, first = distinct_rows(kinds, library, large, on_matrix)
-    spelt = [
-        f"{kind}{'.library' if lib else '.kernel'}{'.large' if big else '.small'}{'.matrix' if units else ''}"
-        for kind, lib, big, units in zip(kinds[first], library[first], large[first], on_matrix[first])
-    ]
-    return pd.Series(spelt, dtype=str).array.take(index)
+    source = np.where(library, ".library", ".kernel")
+    size = np.where(roofline_ms * 1e3 >= LARGE_US, ".large", ".small")
+    units = np.where(matrix > 0, ".matrix", "")
+    return np.char.add(np.char.add(np.char.add(kinds.astype(str), source), size), units)
 
 
 def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
@@ -244,7 +243,7 @@ class _Items:
     pieces takes them rather than converting their strings again."""
 
     columns: dict[str, np.ndarray]
-    names: dict[str, pd.api.extensions.ExtensionArray]
+    names: dict[str, np.ndarray | pd.api.extensions.ExtensionArray]
 
     @classmethod
     def of(cls, rows: pd.DataFrame, catalogue: Catalogue) -> _Items:
@@ -260,10 +259,7 @@ class _Items:
         spec = {field: v[device_index] for field, v in device.spec_columns(specs).items()}
         kernel = rows["kernel"].astype(str).to_numpy() if "kernel" in rows else np.full(len(rows), "")
         names = {
-            **{
-                name: labels(np.array([value(s) for s in specs], dtype=object))[device_index]
-                for name, value in _META.items()
-            },
+            **{name: labels([value(s) for s in specs], device_index) for name, value in _META.items()},
             "kernel": labels(kernel),
             "dtype": labels(dtype),
             "math_dtype": labels(math_dtype),
@@ -299,7 +295,7 @@ class _Items:
         """The items of ``owner`` (positions) with the ``sides`` given (``m``, ``n``, ``k``)."""
         return _Items(
             {c: v[owner] for c, v in self.columns.items()} | sides,
-            {c: v.take(owner) for c, v in self.names.items()},
+            {c: v[owner] for c, v in self.names.items()},
         )
 
 

@@ -1,6 +1,6 @@
 import numpy as np
 import pandas as pd
-from preflight.features import among, distinct_rows, labels, rows_of_each
+from preflight.features import LABELS_FROM_ROWS, among, distinct_rows, labels, rows_of_each
 
 
 def test_rows_of_each_value_in_order_of_first_appearance_missing_values_one_group():
@@ -26,13 +26,17 @@ def test_distinct_rows_codes_combinations_and_among_matches_by_hash():
     assert among(np.array(["a", "b", "c"], dtype=object), ["c", "a"]).tolist() == [True, False, True]
 
 
-def test_labels_are_the_column_a_frame_of_the_values_holds():
-    for values in (
-        np.array(["gpu", "cpu", "gpu", "tpu"], dtype=object),
-        np.array(["fp16", "fp32", "fp16"]),  # NumPy's own strings
-        np.array(["a", None, "b", None], dtype=object),
-        np.array([], dtype=object),
-    ):
-        expected = pd.DataFrame({"v": values})["v"]
-        found = pd.DataFrame({"v": labels(values)})["v"]
-        pd.testing.assert_series_equal(found, expected)
+def test_labels_are_the_column_a_frame_of_the_values_holds_for_few_rows_and_many():
+    for rows in (3, LABELS_FROM_ROWS + 1):
+        index = np.arange(rows) % 3
+        for values in (
+            np.array(["gpu", "cpu", "tpu"], dtype=object),
+            np.array(["fp16", "fp32", "bf16"]),  # NumPy's own strings
+            np.array(["a", None, "b"], dtype=object),
+        ):
+            expected = pd.DataFrame({"v": values[index]})["v"]
+            for found in (labels(values, index), labels(values[index])):
+                pd.testing.assert_series_equal(pd.DataFrame({"v": found})["v"], expected)
+    assert isinstance(
+        labels(np.array(["a"] * LABELS_FROM_ROWS, dtype=object)), pd.api.extensions.ExtensionArray
+    )
