@@ -193,8 +193,8 @@ def units(meta: pd.DataFrame) -> np.ndarray:
     """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``), spelt once per
     distinct unit."""
     index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
-    head = meta.iloc[first]
-    return (head["device_id"].astype(str) + "/" + head[WORKING].astype(str)).to_numpy()[index]
+    heads = (meta[c].to_numpy()[first] for c in ("device_id", WORKING))
+    return np.array([f"{device}/{dtype}" for device, dtype in zip(*heads)], dtype=object)[index]
 
 
 def _rows_of_each_design(meta: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
