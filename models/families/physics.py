@@ -193,7 +193,7 @@ def units(meta: pd.DataFrame) -> np.ndarray:
     """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``), spelt once per
     distinct unit."""
     index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
-    heads = (meta[c].to_numpy()[first] for c in ("device_id", WORKING))
+    heads = (meta[c].iloc[first].tolist() for c in ("device_id", WORKING))  # the distinct rows alone
     return np.array([f"{device}/{dtype}" for device, dtype in zip(*heads)], dtype=object)[index]
 
 
