@@ -9,8 +9,9 @@ joins them with its embedding of the graph or the sequence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -293,6 +294,21 @@ def among(values: np.ndarray, allowed: Sequence[Hashable] | np.ndarray) -> np.nd
     every value, which costs most for strings)."""
     index, distinct = pd.factorize(np.asarray(values), use_na_sentinel=False)
     return np.isin(np.asarray(distinct), np.asarray(list(allowed), dtype=object))[index]
+
+
+def float_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """The columns as floats in one block, laid out as a frame of float columns built from a dict
+    holds them, without converting each column and naming the columns again: for a few rows that
+    costs a frame from a dict of ~50 columns 30 times more than the arithmetic that made them."""
+    block = np.empty((len(columns), len(next(iter(columns.values())))))
+    for row, values in zip(block, columns.values()):
+        row[:] = values
+    return pd.DataFrame(block.T, columns=_column_index(tuple(columns)), copy=False)
+
+
+@lru_cache(maxsize=64)
+def _column_index(names: tuple[str, ...]) -> pd.Index:
+    return pd.Index(names)
 
 
 #: From how many rows on ``labels`` gives pandas' own array (below, a frame converts a few strings

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from preflight.data.catalogue import Catalogue, DeviceSpec
 from preflight.data.gemm import BYTES_PER_ELEMENT, KERNEL_FIELDS, Dtype
-from preflight.features import Features, Pieces, device, distinct_rows, labels, numbers
+from preflight.features import Features, Pieces, device, distinct_rows, float_frame, labels, numbers
 
 #: Tile assumed for wave quantization when no kernel configuration is given (typical cuBLAS tile).
 DEFAULT_TILE = 128
@@ -355,7 +355,7 @@ def _gemm_features(items: _Items) -> Features:
         element_bytes * k * (tile_m + tile_n) + 4 * tile_m * tile_n,
     )
 
-    X = pd.DataFrame(
+    X = float_frame(
         {
             "m_log2": np.log2(m),
             "n_log2": np.log2(n),
@@ -392,7 +392,7 @@ def _gemm_features(items: _Items) -> Features:
         }
     )
     limit_ms = np.maximum(roofline_ms, items["floor_ms"])
-    reference = pd.DataFrame(
+    reference = float_frame(
         {"runtime_ms": limit_ms, "power_w": items["tdp_w"], "energy_j": roofline_ms * items["tdp_w"] / 1e3}
     )
     meta = pd.DataFrame(

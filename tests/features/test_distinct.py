@@ -1,6 +1,6 @@
 import numpy as np
 import pandas as pd
-from preflight.features import LABELS_FROM_ROWS, among, distinct_rows, labels, rows_of_each
+from preflight.features import LABELS_FROM_ROWS, among, distinct_rows, float_frame, labels, rows_of_each
 
 
 def test_rows_of_each_value_in_order_of_first_appearance_missing_values_one_group():
@@ -40,3 +40,16 @@ def test_labels_are_the_column_a_frame_of_the_values_holds_for_few_rows_and_many
     assert isinstance(
         labels(np.array(["a"] * LABELS_FROM_ROWS, dtype=object)), pd.api.extensions.ExtensionArray
     )
+
+
+def test_a_float_frame_holds_the_columns_as_a_frame_built_from_them_would():
+    columns = {
+        "a": np.array([1.5, np.nan, 3.0]),
+        "codes": np.array([2, 0, 7]),
+        "b": np.array([0.0, -1.0, 1e300]),
+    }
+    frame = float_frame(columns)
+    expected = pd.DataFrame(columns).astype(float)
+    pd.testing.assert_frame_equal(frame, expected)
+    columns["a"][0] = 9.0
+    assert frame["a"][0] == 1.5  # the frame owns its values
