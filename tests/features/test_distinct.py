@@ -1,6 +1,14 @@
 import numpy as np
 import pandas as pd
-from preflight.features import LABELS_FROM_ROWS, among, distinct_rows, float_frame, labels, rows_of_each
+from preflight.features import (
+    FEW_ROWS,
+    LABELS_FROM_ROWS,
+    among,
+    distinct_rows,
+    float_frame,
+    labels,
+    rows_of_each,
+)
 
 
 def test_rows_of_each_value_in_order_of_first_appearance_missing_values_one_group():
@@ -53,3 +61,23 @@ def test_a_float_frame_holds_the_columns_as_a_frame_built_from_them_would():
     pd.testing.assert_frame_equal(frame, expected)
     columns["a"][0] = 9.0
     assert frame["a"][0] == 1.5  # the frame owns its values
+
+
+def test_distinct_rows_of_a_few_rows_are_those_of_the_same_rows_among_many():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        rows = int(rng.integers(0, FEW_ROWS))
+        words = pd.Series(pd.array(rng.choice(["a", "b", None], size=rows), dtype="str"))
+        numbers = rng.choice([0.0, -0.0, 1.5, np.nan], size=rows)
+        codes = rng.integers(0, 3, size=rows)
+        columns = (words, numbers, codes)
+        padding = FEW_ROWS  # as many rows again, all one new combination, take the hashing path
+        many = (
+            pd.concat([words, pd.Series(["z"] * padding, dtype="str")], ignore_index=True),
+            np.concatenate([numbers, np.full(padding, 7.0)]),
+            np.concatenate([codes, np.full(padding, 9)]),
+        )
+        few_index, few_first = distinct_rows(*columns)
+        many_index, many_first = distinct_rows(*many)
+        assert few_index.tolist() == many_index[:rows].tolist()
+        assert few_first.tolist() == many_first[many_first < rows].tolist()
