@@ -297,9 +297,9 @@ def among(values: np.ndarray, allowed: Sequence[Hashable] | np.ndarray) -> np.nd
 
 
 def float_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """The columns as floats in one block, laid out as a frame of float columns built from a dict
-    holds them, without converting each column and naming the columns again: for a few rows that
-    costs a frame from a dict of ~50 columns 30 times more than the arithmetic that made them."""
+    """The columns as one float block, the layout a frame built from a dict of float columns
+    consolidates them into, without pandas checking each column and indexing the names again: for
+    a few rows, a frame built from a dict of ~50 columns costs 30 times this."""
     block = np.empty((len(columns), len(next(iter(columns.values())))))
     for row, values in zip(block, columns.values()):
         row[:] = values
@@ -332,20 +332,6 @@ def labels(
     return pd.Series(values, copy=False).array.take(index)
 
 
-def distinct_rows(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's code for its combination of values across ``columns``, numbered in order of first
-    appearance, and the first row of each combination (hashing integer codes column by column: a
-    ``MultiIndex`` of the columns costs ten times more). A frame's string column is best given as its
-    ``Series``: Arrow encodes it several times faster than NumPy's copy of it is hashed."""
-    if len(columns[0]) < FEW_ROWS:
-        return _distinct_few(columns)
-    index = np.zeros(len(columns[0]), dtype=np.int64)
-    for column in columns:
-        codes, distinct = pd.factorize(column, use_na_sentinel=False)
-        index = pd.factorize(index * len(distinct) + codes)[0]  # compact again: no overflow
-    return index, np.unique(index, return_index=True)[1]
-
-
 #: Below this many rows ``distinct_rows`` compares the rows' values in Python: hashing each column
 #: with pandas costs ~30 µs a column whatever its length.
 FEW_ROWS = 64
@@ -360,6 +346,21 @@ def _distinct_few(columns: tuple[np.ndarray | pd.Series, ...]) -> tuple[np.ndarr
         for row in zip(*values)
     ]
     index = np.array(codes, dtype=np.int64)
+    return index, np.unique(index, return_index=True)[1]
+
+
+def distinct_rows(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's code for its combination of values across ``columns``, numbered in order of first
+    appearance, and the first row of each combination (hashing integer codes column by column: a
+    ``MultiIndex`` of the columns costs ten times more). A frame's string column is best given as its
+    ``Series``: Arrow encodes it several times faster than NumPy's copy of it is hashed. Fewer than
+    ``FEW_ROWS`` rows are compared in Python."""
+    if len(columns[0]) < FEW_ROWS:
+        return _distinct_few(columns)
+    index = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, distinct = pd.factorize(column, use_na_sentinel=False)
+        index = pd.factorize(index * len(distinct) + codes)[0]  # compact again: no overflow
     return index, np.unique(index, return_index=True)[1]
 
 
