@@ -265,10 +265,11 @@ def test_gemm_features_looked_up_once_per_device_equal_the_row_by_row_ones(catal
             "ridge_log2": np.log2(np.array([p for p, _ in peaks]) * 1e12 / bandwidth),
             "peak_is_fallback": np.array([f for _, f in peaks], dtype=float),
             "element_bytes": np.array([BYTES_PER_ELEMENT[Dtype(d)] for d in rows["dtype"]], dtype=float),
-            "dtype": np.array([list(Dtype).index(Dtype(d)) for d in rows["dtype"]]),
-            "math_dtype": np.array([list(Dtype).index(Dtype(d)) for d in math]),
-            "device_kind": np.array([KINDS[s.kind].code for s in specs]),
-            "vendor": np.array([VENDORS.get(s.vendor, np.nan) for s in specs]),
+            # the codes are floats in X's one block, as every family reads them
+            "dtype": np.array([list(Dtype).index(Dtype(d)) for d in rows["dtype"]], dtype=float),
+            "math_dtype": np.array([list(Dtype).index(Dtype(d)) for d in math], dtype=float),
+            "device_kind": np.array([KINDS[s.kind].code for s in specs], dtype=float),
+            "vendor": np.array([VENDORS.get(s.vendor, np.nan) for s in specs], dtype=float),
         }
         for column, values in expected.items():
             np.testing.assert_array_equal(features.X[column].to_numpy(), values, strict=True)
