@@ -337,16 +337,25 @@ def labels(
 FEW_ROWS = 64
 
 
-def _distinct_few(columns: tuple[np.ndarray | pd.Series, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """``distinct_rows`` for a few rows: every missing value is one value, as ``pd.factorize`` counts them."""
+def _few_rows_codes(columns: tuple[np.ndarray | pd.Series, ...]) -> np.ndarray:
+    """``distinct_rows``' codes for a few rows: every missing value is one value, as ``pd.factorize``
+    counts them."""
     code_of: dict[tuple, int] = {}
     values = [c.tolist() if isinstance(c, pd.Series) else np.asarray(c).tolist() for c in columns]
     codes = [
         code_of.setdefault(tuple(None if pd.isna(v) else v for v in row), len(code_of))
         for row in zip(*values)
     ]
-    index = np.array(codes, dtype=np.int64)
-    return index, np.unique(index, return_index=True)[1]
+    return np.array(codes, dtype=np.int64)
+
+
+def _hashed_codes(columns: tuple[np.ndarray | pd.Series, ...]) -> np.ndarray:
+    """``distinct_rows``' codes, hashing integer codes column by column."""
+    index = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, distinct = pd.factorize(column, use_na_sentinel=False)
+        index = pd.factorize(index * len(distinct) + codes)[0]  # compact again: no overflow
+    return index
 
 
 def distinct_rows(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -355,12 +364,7 @@ def distinct_rows(*columns: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndar
     ``MultiIndex`` of the columns costs ten times more). A frame's string column is best given as its
     ``Series``: Arrow encodes it several times faster than NumPy's copy of it is hashed. Fewer than
     ``FEW_ROWS`` rows are compared in Python."""
-    if len(columns[0]) < FEW_ROWS:
-        return _distinct_few(columns)
-    index = np.zeros(len(columns[0]), dtype=np.int64)
-    for column in columns:
-        codes, distinct = pd.factorize(column, use_na_sentinel=False)
-        index = pd.factorize(index * len(distinct) + codes)[0]  # compact again: no overflow
+    index = _few_rows_codes(columns) if len(columns[0]) < FEW_ROWS else _hashed_codes(columns)
     return index, np.unique(index, return_index=True)[1]
 
 
