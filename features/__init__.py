@@ -180,30 +180,54 @@ class Parts:
 @dataclass
 class Pieces:
     """Other items that together do the work of an item (a GEMM as its halves along every side, or
-    padded into a larger one): ``owner[i]`` the row of ``Features`` piece ``i`` stands in for,
-    ``count[i]`` how many runs of it the work takes, ``extra_ms[i]`` what joining them costs past their
-    own time. A library can always run the item that way, so no estimate of it need exceed
-    ``count · estimate(piece) + extra_ms``."""
+    padded into a larger one), and the pieces of those pieces, every depth in one ``features``:
+    ``depth[i]`` is 1 for a piece of an item and ``d`` for a piece of a depth ``d − 1`` piece;
+    ``owner[i]`` the row piece ``i`` stands in for (a row of the items' ``Features`` at depth 1, else
+    a row of ``features``); ``count[i]`` how many runs of it the work takes, ``extra_ms[i]`` what
+    joining them costs past their own time. A library can always run the item that way, so no
+    estimate of it need exceed ``count · estimate(piece) + extra_ms``. One table for every depth: a
+    family estimates them all at once, and a single item builds its frames once, not once a depth."""
 
     features: Features
     owner: np.ndarray
+    depth: np.ndarray
     count: np.ndarray
     extra_ms: np.ndarray
 
     def take(self, rows: np.ndarray) -> Pieces:
-        """The pieces of ``rows`` (by position, repeats allowed), owned by their new positions."""
-        order, owner = _members(self.owner, np.asarray(rows, dtype=np.int64))
-        return Pieces(self.features.take(order), owner, self.count[order], self.extra_ms[order])
+        """The pieces of ``rows`` (by position, repeats allowed) and theirs, owned by their new
+        positions, shallowest first."""
+        taken, owners = [], []
+        heads, begin, total = np.asarray(rows, dtype=np.int64), 0, 0  # begin: where heads now start
+        for depth in range(1, int(self.depth.max(initial=0)) + 1):
+            at = np.flatnonzero(self.depth == depth)
+            order, owner = _members(self.owner[at], heads)
+            taken.append(at[order])
+            owners.append(owner + begin)
+            heads, begin, total = at[order], total, total + len(order)
+        order = np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+        owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
+        return Pieces(
+            self.features.take(order), owner, self.depth[order], self.count[order], self.extra_ms[order]
+        )
+
+    def shifted_owner(self, items: int, pieces: int) -> np.ndarray:
+        """``owner`` where ``items`` rows come before the items and ``pieces`` rows before the pieces
+        (``shifted_owner(0, len(items))``: positions in one table of the items, then their pieces)."""
+        return np.where(self.depth == 1, self.owner + items, self.owner + pieces)
 
     @staticmethod
     def concat(pieces: list[Pieces | None], sizes: list[int]) -> Pieces | None:
+        """The pieces of several items' ``Features`` (``sizes`` rows each), one after the other."""
         offsets = np.cumsum([0, *sizes[:-1]])
         kept = [(p, offset) for p, offset in zip(pieces, offsets) if p is not None]
         if not kept:
             return None
+        starts = np.cumsum([0, *(len(p.owner) for p, _ in kept[:-1])])
         return Pieces(
             concat([p.features for p, _ in kept]),
-            np.concatenate([p.owner + offset for p, offset in kept]),
+            np.concatenate([p.shifted_owner(offset, start) for (p, offset), start in zip(kept, starts)]),
+            np.concatenate([p.depth for p, _ in kept]),
             np.concatenate([p.count for p, _ in kept]),
             np.concatenate([p.extra_ms for p, _ in kept]),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -231,7 +232,10 @@ def gemm_on_device(rows: pd.DataFrame, catalogue: Catalogue) -> Features:
     dimensionless balance (the ridge point itself), so that a tree learns an efficiency that carries
     to hardware newer than any it was trained on; absolute spec values (peak, bandwidth, clock, SM
     count, year) would let it memorise the training devices instead. The shape's own sizes stay."""
-    return _with_pieces(_Items.of(rows, catalogue))
+    items = _Items.of(rows, catalogue)
+    features = _gemm_features(items)
+    features.pieces = _pieces(items)
+    return features
 
 
 @dataclass(frozen=True)
@@ -239,11 +243,12 @@ class _Items:
     """GEMM items as arrays, one per column: their own fields and what each one's device and dtype fix,
     read off its spec sheet once. A piece is its owner with other sides, so it takes its owner's
     (``pieces``), never looking them up again. The ``names`` that the features' ``meta`` carries as
-    they are (device, dtype, kernel) are held as a frame's columns hold them, so that a level of
-    pieces takes them rather than converting their strings again."""
+    they are (device, dtype, kernel) are the items' own, held as a frame's columns hold them; pieces
+    share them and keep only their ``root``, the item each one descends from (None: the items)."""
 
     columns: dict[str, np.ndarray]
     names: dict[str, np.ndarray | pd.api.extensions.ExtensionArray]
+    root: np.ndarray | None = None
 
     @classmethod
     def of(cls, rows: pd.DataFrame, catalogue: Catalogue) -> _Items:
@@ -291,22 +296,24 @@ class _Items:
     def __getitem__(self, column: str) -> np.ndarray:
         return self.columns[column]
 
+    def name(self, column: str) -> np.ndarray | pd.api.extensions.ExtensionArray:
+        """Each row's value of one of the ``names``."""
+        values = self.names[column]
+        return values if self.root is None else values[self.root]
+
     def pieces(self, owner: np.ndarray, sides: dict[str, np.ndarray]) -> _Items:
         """The items of ``owner`` (positions) with the ``sides`` given (``m``, ``n``, ``k``)."""
-        return _Items(
-            {c: v[owner] for c, v in self.columns.items()} | sides,
-            {c: v[owner] for c, v in self.names.items()},
-        )
+        root = owner if self.root is None else self.root[owner]
+        return _Items({c: v[owner] for c, v in self.columns.items()} | sides, self.names, root)
+
+    @staticmethod
+    def concat(levels: list[_Items]) -> _Items:
+        """Pieces of the same items, one after the other."""
+        columns = {c: np.concatenate([level[c] for level in levels]) for c in levels[0].columns}
+        return _Items(columns, levels[0].names, np.concatenate([level.root for level in levels]))
 
 
-def _with_pieces(items: _Items) -> Features:
-    """The items' features, with their pieces'."""
-    features = _gemm_features(items)
-    features.pieces = _pieces(items, features)
-    return features
-
-
-def _pieces(items: _Items, features: Features) -> Pieces | None:
+def _pieces(items: _Items) -> Pieces | None:
     """Other GEMMs a library could run each item as, so that no estimate need exceed theirs:
 
     - a large GEMM (roofline past ``LARGE_US``, not 1 × 1 × 1) as its eighths, every side halved
@@ -317,35 +324,73 @@ def _pieces(items: _Items, features: Features) -> Pieces | None:
       a small GEMM is never slower than a larger one that contains it.
 
     Pieces have pieces in turn (halves while large, containers while under the floor; a container's
-    roofline stays under ``LARGE_US``, so the two never meet). None where no row has any."""
+    roofline stays under ``LARGE_US``, so the two never meet), featurized together once every depth
+    is known. None where no row has any."""
+    levels, owners, counts, extras = [], [], [], []
+    level, begin, total = items, 0, 0  # begin: where ``level``'s rows start among the pieces
+    while (split := _split(level)) is not None:
+        owner, side = split
+        piece = level.pieces(owner, side)
+        along = {c: np.ceil(level[c][owner] / side[c]) for c in side}  # 1 for a container
+        m, n, k = side["m"], side["n"], side["k"]
+        rereads = (along["k"] - 1) * along["m"] * along["n"]
+        memory_ms = _roofline(piece).memory_s * 1e3
+        levels.append(piece)
+        owners.append(owner + begin)
+        counts.append(along["m"] * along["n"] * along["k"])
+        extras.append(rereads * memory_ms * m * n / (m * k + k * n + m * n))
+        level, begin, total = piece, total, total + len(owner)
+    if not levels:
+        return None
+    depth = np.concatenate([np.full(len(o), d, dtype=np.int64) for d, o in enumerate(owners, start=1)])
+    features = _gemm_features(_Items.concat(levels))
+    return Pieces(features, np.concatenate(owners), depth, np.concatenate(counts), np.concatenate(extras))
+
+
+def _split(items: _Items) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """The rows with pieces (``_pieces``: the large ones halved, then those under the floor padded) and
+    their pieces' sides; None where no row has any."""
     whole = {c: items[c] for c in ("m", "n", "k")}
-    roofline_ms = np.fmax(features.meta["compute_ms"].to_numpy(), features.meta["memory_ms"].to_numpy())
+    terms = _roofline(items)
+    roofline_ms = np.fmax(terms.compute_s * 1e3, terms.memory_s * 1e3)
     large = (roofline_ms * 1e3 >= LARGE_US) & (np.fmax(np.fmax(whole["m"], whole["n"]), whole["k"]) > 1)
     halved, padded = np.flatnonzero(large), np.flatnonzero(roofline_ms < items["floor_ms"])
     if not len(halved) and not len(padded):
         return None
-    owner = np.concatenate([halved, padded])
     side = {c: np.concatenate([np.ceil(v[halved] / 2), 2 * v[padded]]) for c, v in whole.items()}
-    pieces = _with_pieces(items.pieces(owner, side))
-    along = {c: np.ceil(whole[c][owner] / side[c]) for c in whole}  # 1 for a container
-    m, n, k = side["m"], side["n"], side["k"]
-    rereads = (along["k"] - 1) * along["m"] * along["n"]
-    extra_ms = rereads * pieces.meta["memory_ms"].to_numpy() * m * n / (m * k + k * n + m * n)
-    return Pieces(pieces, owner, along["m"] * along["n"] * along["k"], extra_ms)
+    return np.concatenate([halved, padded]), side
+
+
+class _Roofline(NamedTuple):
+    """A GEMM's work and traffic, and the time each takes at the device's peak: the performance law's
+    terms."""
+
+    flops: np.ndarray
+    traffic: np.ndarray
+    llc_bytes: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+
+
+def _roofline(items: _Items) -> _Roofline:
+    m, n, k, b = (items[c] for c in ("m", "n", "k", "b"))
+    flops = 2 * b * m * n * k
+    # inputs read once, the output written once in the operands' type: the least a library moves (an
+    # fp16 GEMM writing fp32 moves more), so the roofline stays a limit (H200 fp16 runs at 0.73 of the
+    # bound that counted a 4-byte output)
+    traffic = b * items["element_bytes"] * (m * k + k * n + m * n)
+    llc_bytes = items["llc_mb"] * 2**20
+    # a working set that fits the last-level cache streams from it, faster than from DRAM
+    cached = np.nan_to_num(traffic / b) <= np.nan_to_num(llc_bytes)
+    compute_s = flops / items["peak"]
+    memory_s = traffic / (items["bandwidth"] * np.where(cached, CACHE_SPEEDUP, 1.0))
+    return _Roofline(flops, traffic, llc_bytes, compute_s, memory_s)
 
 
 def _gemm_features(items: _Items) -> Features:
     m, n, k, b = (items[c] for c in ("m", "n", "k", "b"))
     peak, bandwidth, element_bytes = items["peak"], items["bandwidth"], items["element_bytes"]
-    flops = 2 * b * m * n * k
-    # inputs read once, the output written once in the operands' type: the least a library moves (an
-    # fp16 GEMM writing fp32 moves more), so the roofline stays a limit (H200 fp16 runs at 0.73 of the
-    # bound that counted a 4-byte output)
-    traffic = b * element_bytes * (m * k + k * n + m * n)
-    llc_bytes = items["llc_mb"] * 2**20
-    # a working set that fits the last-level cache streams from it, faster than from DRAM
-    cached = np.nan_to_num(traffic / b) <= np.nan_to_num(llc_bytes)
-    compute_s, memory_s = flops / peak, traffic / (bandwidth * np.where(cached, CACHE_SPEEDUP, 1.0))
+    flops, traffic, llc_bytes, compute_s, memory_s = _roofline(items)
     roofline_ms = np.maximum(compute_s, memory_s) * 1e3
     units = items["compute_units"]
     kernel = {f: items[f"kernel_{f}"] for f in KERNEL_FIELDS}
@@ -397,10 +442,10 @@ def _gemm_features(items: _Items) -> Features:
     )
     meta = pd.DataFrame(
         {
-            **{name: items.names[name] for name in _META},
+            **{name: items.name(name) for name in _META},
             "shape": _shapes(b, m, n, k),
-            "kernel": items.names["kernel"],
-            "dtype": items.names["dtype"],
+            "kernel": items.name("kernel"),
+            "dtype": items.name("dtype"),
             "stratum": _strata(items["kind"], np.isnan(kernel["block_m"]), roofline_ms, items["matrix"]),
             # the performance law's terms, for the physics family
             "compute_ms": compute_s * 1e3,
@@ -409,8 +454,8 @@ def _gemm_features(items: _Items) -> Features:
             HEADROOM: power_headroom_log2(
                 items["tdp_w"], peak / 1e12, items["vector_peak"], items["year"], items["matrix"]
             ),
-            "math_dtype": items.names["math_dtype"],
-            "working_dtype": items.names["working_dtype"],
+            "math_dtype": items.name("math_dtype"),
+            "working_dtype": items.name("working_dtype"),
         }
     )
     return Features(X=X, reference=reference, meta=meta, monotone=MONOTONE)

@@ -243,12 +243,17 @@ def law(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.nda
         return np.logaddexp(q * unit[:, 2], q * (log_bound - np.exp(unit[:, 3]) * log_g)) / q
 
 
-def _within_pieces(time: np.ndarray, pieces: Pieces, alone: np.ndarray) -> np.ndarray:
-    """``time``, never past what running an item as its pieces would take, given each piece's own time
-    (``alone``)."""
-    bound = np.full(len(time), np.inf)
-    np.minimum.at(bound, pieces.owner, pieces.count * alone + pieces.extra_ms)
-    return np.minimum(time, bound)
+def _within_pieces(alone: np.ndarray, items: int, pieces: Pieces) -> np.ndarray:
+    """Each time of ``alone`` (the ``items``' own, then their ``pieces``'), never past what running it
+    as its pieces would take, the deepest first: a piece's time is bounded before it bounds its owner's."""
+    time = alone.copy()
+    owner = pieces.shifted_owner(0, items)
+    for depth in range(int(pieces.depth.max(initial=0)), 0, -1):
+        at = np.flatnonzero(pieces.depth == depth)
+        bound = np.full(len(time), np.inf)
+        np.minimum.at(bound, owner[at], pieces.count[at] * time[items + at] + pieces.extra_ms[at])
+        time = np.minimum(time, bound)
+    return time
 
 
 def law_gradient(compute: np.ndarray, memory: np.ndarray, unit: np.ndarray, log_g: np.ndarray) -> np.ndarray:
@@ -817,18 +822,17 @@ class PhysicsFamily:
 
     def predict(self, features: Features) -> pd.DataFrame:
         """The law's time for each row, never past what running it as its pieces would take
-        (``Features.pieces``): every level of pieces is estimated in one pass, then each level bounds
-        the one above it, the deepest first."""
-        levels, pieces = [features], []  # pieces[i]: the pieces of levels[i], whose rows are levels[i + 1]
-        while (below := levels[-1].pieces) is not None:
-            pieces.append(below)
-            levels.append(below.features)
-        rows = concat([Features(f.X, f.reference, f.meta) for f in levels]) if pieces else features
+        (``Features.pieces``): the rows and every depth of their pieces are estimated in one pass, then
+        each depth bounds the one above it."""
+        pieces = features.pieces
+        rows = (
+            features
+            if pieces is None
+            else concat([Features(features.X, features.reference, features.meta), pieces.features])
+        )
         alone = np.exp(self._corrected(rows, self._log_time(rows, self._raw_log_g(rows))))
-        times = np.split(alone, np.cumsum([len(f.X) for f in levels])[:-1])
-        for level in reversed(range(len(pieces))):
-            times[level] = _within_pieces(times[level], pieces[level], times[level + 1])
-        return pd.DataFrame({self.target_name_: times[0]}, index=features.X.index)
+        time = alone if pieces is None else _within_pieces(alone, len(features.X), pieces)
+        return pd.DataFrame({self.target_name_: time[: len(features.X)]}, index=features.X.index)
 
     def _corrected(self, features: Features, log_time: np.ndarray) -> np.ndarray:
         """``log_time`` with each corrected unit's correction added (``adapt``), never faster than the

@@ -173,10 +173,12 @@ def test_a_large_gemm_comes_with_its_halves_and_those_with_theirs(catalogue):
     piece_traffic = 2048 * 17 + 17 * 2048 + 2048 * 2048
     share = 2048 * 2048 / piece_traffic
     assert pieces.extra_ms[0] == pytest.approx(4 * pieces.features.meta["memory_ms"][0] * share)
-    levels, level = 0, gemm.gemm_on_device(rows(), catalogue)  # 4096³: 15 ms, 1.8 ms, 230 µs, 29 µs
-    while level.pieces is not None:
-        levels, level = levels + 1, level.pieces.features
-    assert levels == 3 and (level.reference["runtime_ms"] * 1e3 < gemm.LARGE_US).all()
+    pieces = gemm.gemm_on_device(rows(), catalogue).pieces  # 4096³: 15 ms, 1.8 ms, 230 µs, 29 µs
+    assert pieces is not None and pieces.depth.tolist() == [1, 2, 3] and pieces.owner.tolist() == [0, 0, 1]
+    assert (
+        pieces.count.tolist() == [8.0] * 3
+        and pieces.features.reference["runtime_ms"][2] * 1e3 < gemm.LARGE_US
+    )
 
 
 def test_a_gemm_between_its_launch_floor_and_large_or_a_batch_of_scalars_has_no_pieces(catalogue):
@@ -187,13 +189,9 @@ def test_a_gemm_between_its_launch_floor_and_large_or_a_batch_of_scalars_has_no_
 
 
 def test_a_gemm_under_its_launch_floor_is_padded_into_containers_until_one_reaches_it(catalogue):
-    features = gemm.gemm_on_device(rows(m=64, n=64, k=64), catalogue)  # 0.06 µs, 0.45 µs, 3.6 µs
-    chain = []
-    while features.pieces is not None:
-        pieces = features.pieces
-        assert pieces.count.tolist() == [1.0] and pieces.extra_ms.tolist() == [0.0]
-        features = pieces.features
-        chain.append(features.X["m_log2"][0])
-    assert chain == [7.0, 8.0]
-    meta = features.meta
-    assert max(meta["compute_ms"][0], meta["memory_ms"][0]) >= gemm.LAUNCH_FLOOR_MS["gpu"]
+    pieces = gemm.gemm_on_device(rows(m=64, n=64, k=64), catalogue).pieces  # 0.06 µs, 0.45 µs, 3.6 µs
+    assert pieces is not None and pieces.depth.tolist() == [1, 2] and pieces.owner.tolist() == [0, 0]
+    assert pieces.count.tolist() == [1.0, 1.0] and pieces.extra_ms.tolist() == [0.0, 0.0]
+    assert pieces.features.X["m_log2"].tolist() == [7.0, 8.0]
+    meta = pieces.features.meta
+    assert max(meta["compute_ms"][1], meta["memory_ms"][1]) >= gemm.LAUNCH_FLOOR_MS["gpu"]

@@ -39,19 +39,29 @@ def test_take_and_concat_keep_each_parts_gemm_kernels_with_it():
 
 
 def features_with_pieces() -> Features:
-    """Three items; the first has two pieces, the last one."""
+    """Three items; the first has two pieces, the last one, which has one of its own."""
     items = bare(pd.DataFrame({"v": [1.0, 2.0, 3.0]}), "t")
-    pieces = bare(pd.DataFrame({"v": [0.5, 0.25, 1.5]}), "t")
-    items.pieces = Pieces(pieces, np.array([0, 0, 2]), np.array([8.0, 64.0, 8.0]), np.array([0.0, 1.0, 0.0]))
+    pieces = bare(pd.DataFrame({"v": [0.5, 0.25, 1.5, 0.75]}), "t")
+    owner, depth = np.array([0, 0, 2, 2]), np.array([1, 1, 1, 2])
+    items.pieces = Pieces(
+        pieces, owner, depth, np.array([8.0, 64.0, 8.0, 1.0]), np.array([0.0, 1.0, 0.0, 2.0])
+    )
     return items
 
 
-def test_take_and_concat_keep_each_items_pieces_with_it():
+def test_take_and_concat_keep_each_items_pieces_with_it_at_every_depth():
     taken = features_with_pieces().take(np.array([2, 0]))
     assert taken.pieces is not None
-    assert taken.pieces.owner.tolist() == [0, 1, 1]
-    assert taken.pieces.features.X["v"].tolist() == [1.5, 0.5, 0.25]
-    assert taken.pieces.count.tolist() == [8.0, 8.0, 64.0] and taken.pieces.extra_ms.tolist() == [0, 0, 1]
+    assert taken.pieces.owner.tolist() == [0, 1, 1, 0] and taken.pieces.depth.tolist() == [1, 1, 1, 2]
+    assert taken.pieces.features.X["v"].tolist() == [1.5, 0.5, 0.25, 0.75]
+    assert taken.pieces.count.tolist() == [8.0, 8.0, 64.0, 1.0] and taken.pieces.extra_ms.tolist() == [
+        0,
+        0,
+        1,
+        2,
+    ]
     both = concat([bare(pd.DataFrame({"v": [9.0]}), "t"), features_with_pieces()])
-    assert both.pieces is not None and both.pieces.owner.tolist() == [1, 1, 3]
+    assert both.pieces is not None and both.pieces.owner.tolist() == [1, 1, 3, 2]
+    twice = concat([features_with_pieces(), features_with_pieces()])
+    assert twice.pieces is not None and twice.pieces.owner.tolist() == [0, 0, 2, 2, 3, 3, 5, 6]
     assert features_with_pieces().take(np.array([1])).pieces.features.X.empty
