@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -193,8 +194,12 @@ def units(meta: pd.DataFrame) -> np.ndarray:
     """Each row's unit key, ``device/dtype``: the dtype whose units run it (``WORKING``), spelt once per
     distinct unit."""
     index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
-    heads = (meta[c].iloc[first].tolist() for c in ("device_id", WORKING))  # the distinct rows alone
-    return np.array([f"{device}/{dtype}" for device, dtype in zip(*heads)], dtype=object)[index]
+    return _keys(*(meta[c].iloc[first] for c in ("device_id", WORKING)))[index]  # the distinct rows alone
+
+
+def _keys(device: pd.Series, dtype: pd.Series) -> np.ndarray:
+    """Unit keys, ``device/dtype``, of rows' devices and working dtypes."""
+    return np.array([f"{d}/{w}" for d, w in zip(device.tolist(), dtype.tolist())], dtype=object)
 
 
 def _rows_of_each_design(meta: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
@@ -712,15 +717,18 @@ class PhysicsFamily:
         units of its class (vector or matrix), then bounded."""
         index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
         head = meta.iloc[first]
-        distinct = units(head)
+        distinct = _keys(head["device_id"], head[WORKING])
         prior, trees = self._prior(head), self._tree_names(head)
+        facts = {column: head[column].tolist() for column in (MATRIX, "device_id", "architecture", WORKING)}
         known = self.units_ | self.adapted_
         out = np.empty((len(distinct), LAW_PARAMETERS + 2))
         for i, key in enumerate(distinct):
             if key in known:
                 out[i] = known[key].row()
             else:
-                c, m, t0, log_ramp, log_overlap = prior[i, :LAW_PARAMETERS] + self._deviation(head.iloc[i])
+                c, m, t0, log_ramp, log_overlap = prior[i, :LAW_PARAMETERS] + self._deviation(
+                    {column: values[i] for column, values in facts.items()}
+                )
                 guess = Unit(
                     float(c),
                     float(m),
@@ -759,7 +767,7 @@ class PhysicsFamily:
             if key in fitted
         }
 
-    def _deviation(self, row: pd.Series) -> np.ndarray:
+    def _deviation(self, row: Mapping[str, Any]) -> np.ndarray:
         """What measured units of the same class (vector or matrix) say about the row's parameters: their
         mean deviation from their prior (the law's parameters), from the nearest evidence there is:
         the row's device (share ``SAME_DEVICE_SHARE``), else its architecture's units in training in the
@@ -812,8 +820,7 @@ class PhysicsFamily:
         if not self.sibling_corrections_:
             return out
         meta = features.meta
-        index, first = distinct_rows(*(meta[c] for c in ("device_id", WORKING)))
-        unmeasured = ~among(units(meta.iloc[first]), list(self.units_))[index]
+        unmeasured = ~among(units(meta), list(self.units_))
         for key, rows in _rows_of_each_design(meta).items():
             tree, rows = self.sibling_corrections_.get(key), rows[unmeasured[rows]]
             if tree is not None and len(rows):
